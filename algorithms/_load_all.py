@@ -1,0 +1,10 @@
+"""Imports every algorithm module so that each registers itself."""
+import importlib
+import pkgutil
+
+from . import __path__ as _path
+
+_SKIP = {"base", "compression", "optim", "_load_all"}
+for _mod in pkgutil.iter_modules(_path):
+    if _mod.name not in _SKIP and not _mod.name.startswith("_"):
+        importlib.import_module(f"{__package__}.{_mod.name}")

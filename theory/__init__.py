@@ -1,0 +1,1 @@
+"""Numerical verification of the papers' claims."""
