@@ -1,0 +1,310 @@
+"""The Python API: ``run(Experiment(...)) -> RunResult``, and the JSON run record of DESIGN.md."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+import algorithms
+from algorithms import optim
+
+from . import engine
+from . import executors as ex
+from .federated_dataset import FederatedDataset
+
+RECORD_SCHEMA = 1
+
+# fields that say how a run is executed, not what is computed: left out of the config hash
+_HOW_FIELDS = ("executor", "executor_used", "device", "data_root", "download")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One federated training run. Field names match the CLI flags (``--num-clients``, ...)."""
+
+    algorithm: str = "fedavg"
+    dataset: Any = "digits"  # a registered name or a FederatedDataset
+    partition: str = "iid"
+    num_clients: int | None = 10
+    clients_per_round: int | None = None  # None = all clients every round
+    rounds: int = 20
+    local_epochs: int | None = 1
+    local_steps: int | None = None  # when set, replaces local_epochs
+    batch_size: int | None = 32  # None = the full local dataset every step
+    lr: float = 0.1
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    optimizer: str = "sgd"
+    lr_decay: float = 1.0  # multiplicative per round
+    seed: int = 0
+    model: Any = "logreg"  # a registered name or a callable(input_shape, num_classes) -> nn.Module
+    algorithm_args: dict = field(default_factory=dict)
+    dataset_args: dict = field(default_factory=dict)
+    model_args: dict = field(default_factory=dict)
+    eval_every: int = 1
+    eval_train_samples: int | None = 10000  # the training objective is measured on this many samples
+    executor: str = "auto"  # auto | sequential | vectorized
+    device: str = "auto"  # auto | cpu | cuda
+    data_root: str | None = None
+    download: bool = False
+
+    def validate(self) -> None:
+        def need(cond, msg):
+            if not cond:
+                raise ValueError(msg)
+
+        need(isinstance(self.rounds, int) and self.rounds >= 1, f"rounds must be >= 1, got {self.rounds}")
+        need(self.num_clients is None or self.num_clients >= 1, f"num_clients must be >= 1, got {self.num_clients}")
+        need(self.clients_per_round is None or self.clients_per_round >= 1,
+             f"clients_per_round must be >= 1, got {self.clients_per_round}")
+        if self.local_steps is None:
+            need(self.local_epochs is not None and self.local_epochs >= 1,
+                 f"local_epochs must be >= 1 (or set local_steps), got {self.local_epochs}")
+        else:
+            need(self.local_steps >= 1, f"local_steps must be >= 1, got {self.local_steps}")
+        need(self.batch_size is None or self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}")
+        need(self.lr > 0 and np.isfinite(self.lr), f"lr must be a positive number, got {self.lr}")
+        need(self.momentum >= 0 and self.weight_decay >= 0, "momentum and weight_decay must be >= 0")
+        need(0 < self.lr_decay <= 1, f"lr_decay must be in (0, 1], got {self.lr_decay}")
+        need(self.eval_every >= 1, f"eval_every must be >= 1, got {self.eval_every}")
+        need(self.executor in ("auto",) + ex.EXECUTORS,
+             f"executor must be auto, sequential or vectorized, got {self.executor!r}")
+        need(self.device in ("auto", "cpu", "cuda") or str(self.device).startswith("cuda:"),
+             f"device must be auto, cpu or cuda, got {self.device!r}")
+        optim.make(self.optimizer)  # raises for an unknown optimizer
+        algorithms.base.make_hyper(algorithms.get_class(self.algorithm), self.algorithm_args)
+
+    def config(self) -> dict:
+        """JSON-serialisable configuration (datasets and models by name)."""
+        d = dataclasses.asdict(dataclasses.replace(self, dataset=None, model=None))
+        d["dataset"] = self.dataset.name if isinstance(self.dataset, FederatedDataset) else self.dataset
+        if isinstance(self.dataset, FederatedDataset):
+            d["dataset_fingerprint"] = _tensor_fingerprint(self.dataset)
+        d["model"] = self.model if isinstance(self.model, str) else _qualname(self.model)
+        if self.local_steps is not None:
+            d["local_epochs"] = None
+        return d
+
+    def config_hash(self) -> str:
+        return config_hash(self.config())
+
+
+def config_hash(config: dict) -> str:
+    semantic = {k: v for k, v in config.items() if k not in _HOW_FIELDS}
+    blob = json.dumps(semantic, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _qualname(obj: Callable) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+
+
+def _tensor_fingerprint(data: FederatedDataset) -> str:
+    h = hashlib.sha256()
+    for t in (data.x_train, data.y_train, data.x_test, data.y_test):
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    for c in data.clients or []:
+        h.update(c.cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------------------------------
+# Provenance
+
+
+@lru_cache(maxsize=1)
+def code_version() -> dict:
+    try:
+        from importlib.metadata import version
+
+        pkg = version("fedrepro")
+    except Exception:  # pragma: no cover - running from a source tree without install
+        pkg = "0+unknown"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    commit, dirty = None, None
+    try:
+        commit = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10).stdout.strip() or None
+        if commit:
+            st = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10).stdout
+            dirty = bool(st.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"package": pkg, "git_commit": commit, "git_dirty": dirty}
+
+
+def environment(device: torch.device) -> dict:
+    env = {"python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
+           "numpy": np.__version__, "device": str(device), "threads": torch.get_num_threads()}
+    if device.type == "cuda":
+        env["gpu"] = torch.cuda.get_device_name(device)
+    else:
+        env["cpu"] = platform.processor() or platform.machine()
+    return env
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device cuda was asked for but torch sees no CUDA device; use --device cpu")
+    return torch.device(name)
+
+
+# --------------------------------------------------------------------------------------------------
+# Running
+
+
+@dataclass
+class RunResult:
+    config: dict
+    config_hash: str
+    code_version: dict
+    environment: dict
+    partition: dict
+    history: list[dict]
+    final: dict
+    status: str
+    message: str = ""
+    model: torch.nn.Module | None = None
+
+    def record(self) -> dict:
+        return {"schema": RECORD_SCHEMA, "config": self.config, "config_hash": self.config_hash,
+                "code_version": self.code_version, "environment": self.environment,
+                "partition": self.partition, "history": self.history, "final": self.final,
+                "status": self.status, "message": self.message}
+
+    def to_json(self, indent: int | None = 1) -> str:
+        return json.dumps(self.record(), indent=indent, default=_json_default)
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, torch.Tensor):
+        return o.tolist()
+    return str(o)
+
+
+def load_dataset(exp: Experiment, device: torch.device) -> FederatedDataset:
+    if isinstance(exp.dataset, FederatedDataset):
+        data = exp.dataset
+    else:
+        from . import datasets
+
+        opts = dict(exp.dataset_args)
+        if exp.dataset.startswith("synthetic") and exp.num_clients is not None:
+            opts.setdefault("num_clients", exp.num_clients)
+        data = datasets.load(exp.dataset, data_root=exp.data_root, download=exp.download, seed=exp.seed, **opts)
+    return data.to(device)
+
+
+def make_partition(exp: Experiment, data: FederatedDataset) -> tuple[list[np.ndarray], dict]:
+    from . import partition as part
+
+    labels = data.y_train.cpu().numpy()
+    if data.natural_clients:
+        if exp.num_clients is not None and exp.num_clients != len(data.clients):
+            raise ValueError(f"dataset {data.name!r} has {len(data.clients)} natural clients, "
+                             f"but num_clients={exp.num_clients}")
+        parts = [c.cpu().numpy().astype(np.int64) for c in data.clients]
+        spec = "natural"
+    else:
+        parts = part.split(labels if data.task == "classification" else np.zeros(len(labels), np.int64),
+                           exp.partition, exp.num_clients or 10, exp.seed)
+        spec = exp.partition
+    stats = part.statistics(labels, parts, data.num_classes) if data.task == "classification" else {
+        "counts": [len(p) for p in parts]}
+    return parts, {"spec": spec, "num_clients": len(parts), "fingerprint": part.fingerprint(parts),
+                   "statistics": stats}
+
+
+def build_model(exp: Experiment, data: FederatedDataset) -> torch.nn.Module:
+    torch.manual_seed(exp.seed)
+    if isinstance(exp.model, str):
+        from . import models
+
+        return models.build(exp.model, data.input_shape, data.output_dim, **exp.model_args)
+    return exp.model(data.input_shape, data.output_dim)
+
+
+def final_metrics(history: list[dict], wall: float) -> dict:
+    evaluated = [h for h in history if h["test_accuracy"] is not None or h["test_loss"] is not None]
+    last = evaluated[-1] if evaluated else {}
+    out = {"test_accuracy": last.get("test_accuracy"), "test_loss": last.get("test_loss"),
+           "train_loss": last.get("train_loss"), "rounds_completed": len(history),
+           "bits_up_total": int(sum(h["bits_up"] for h in history)),
+           "bits_down_total": int(sum(h["bits_down"] for h in history)),
+           "bits_up_per_round": float(np.mean([h["bits_up"] for h in history])) if history else 0.0,
+           "bits_down_per_round": float(np.mean([h["bits_down"] for h in history])) if history else 0.0,
+           "wall_time": wall}
+    accs = [(h["test_accuracy"], h["round"]) for h in evaluated if h["test_accuracy"] is not None]
+    if accs:
+        best = max(accs)
+        # selected on the test set: an optimistic number, reported apart from the headline
+        out["best_test_accuracy_selected_on_test"] = best[0]
+        out["best_round"] = best[1]
+    return out
+
+
+def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False) -> RunResult:
+    """Run one experiment and return its result (history, final metrics, model, provenance)."""
+    exp.validate()
+    t0 = time.perf_counter()
+    device = resolve_device(exp.device)
+    data = load_dataset(exp, device)
+    parts, part_info = make_partition(exp, data)
+    k = exp.clients_per_round
+    if k is not None and k > len(parts):
+        raise ValueError(f"clients_per_round={k} exceeds the number of clients ({len(parts)})")
+    module = build_model(exp, data).to(device)
+    fmodel = ex.FunctionalModel(module, data.task)
+    alg = algorithms.make(exp.algorithm, fmodel.layout, len(parts), exp.algorithm_args)
+    executor = "vectorized" if exp.executor == "auto" else exp.executor
+    cfg = engine.LoopConfig(exp.rounds, k, None if exp.local_steps else exp.local_epochs, exp.local_steps,
+                            exp.batch_size, exp.lr, exp.lr_decay, exp.eval_every, exp.seed,
+                            exp.eval_train_samples)
+    opt = optim.make(exp.optimizer, exp.momentum, exp.weight_decay)
+
+    callback, bar = None, None
+    if progress is True:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=exp.rounds, desc=f"{exp.algorithm} on {data.name}", unit="round", leave=False)
+
+        def callback(r, entry):
+            bar.update(1)
+            if entry["test_accuracy"] is not None:
+                bar.set_postfix(acc=f"{entry['test_accuracy']:.4f}")
+    elif callable(progress):
+        callback = progress
+    try:
+        out = engine.train(alg, fmodel, data, parts, cfg, executor, opt, callback)
+    finally:
+        if bar is not None:
+            bar.close()
+    torch.nn.utils.vector_to_parameters(out.params.detach(), module.parameters())
+    for name, buf in module.named_buffers():
+        if name in out.buffers:
+            buf.copy_(out.buffers[name])
+    config = exp.config()
+    config["executor_used"] = out.executor
+    result = RunResult(config, config_hash(config), code_version(), environment(device), part_info,
+                       out.history, final_metrics(out.history, time.perf_counter() - t0), out.status,
+                       out.message, module.eval())
+    return result
