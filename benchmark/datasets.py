@@ -33,19 +33,19 @@ applied on every load (a few hundred ms for CIFAR) rather than cached as float32
 
 Normalization (``normalize=True``, the default), ``x = (pixel/255 - mean) / std`` per channel:
 
-============  =============================  ==============================  ==========================================
-dataset       mean                           std                             source
-============  =============================  ==============================  ==========================================
-mnist         0.1307                         0.3081                          GradMA code (standard MNIST statistics)
-fmnist        0.2860                         0.3530                          FedBAT code (train statistics)
-svhn          0.4496 (all 3 channels)        0.1995 (all 3 channels)         FedBAT code (train statistics, one scalar)
-cifar10       (0.4914, 0.4822, 0.4465)       (0.2023, 0.1994, 0.2010)        FedSWA and GradMA code
-cifar100      (0.5071, 0.4865, 0.4409)       (0.2673, 0.2564, 0.2762)        FedBAT code; GradMA "standard statistics"
-tinyimagenet  (0.4802, 0.4481, 0.3975)       (0.2302, 0.2265, 0.2262)        no paper states one (assumption: the
-                                                                             dataset's usual per-channel statistics)
-digits        train-split scalar mean        train-split scalar std          pixels/16, then standardized
-synthetic     --                             --                              features are used raw, as in FedProx
-============  =============================  ==============================  ==========================================
+============  ========================  ========================  ============================================
+dataset       mean                      std                       source
+============  ========================  ========================  ============================================
+mnist         0.1307                    0.3081                    GradMA code (standard MNIST statistics)
+fmnist        0.2860                    0.3530                    FedBAT code (train statistics)
+svhn          0.4496 (all 3 channels)   0.1995 (all 3 channels)   FedBAT code (train statistics, one scalar)
+cifar10       (0.4914, 0.4822, 0.4465)  (0.2023, 0.1994, 0.2010)  FedSWA and GradMA code
+cifar100      (0.5071, 0.4865, 0.4409)  (0.2673, 0.2564, 0.2762)  FedBAT code; GradMA "standard statistics"
+tinyimagenet  (0.4802, 0.4481, 0.3975)  (0.2302, 0.2265, 0.2262)  no paper states one; assumption: the
+                                                                  dataset's usual per-channel statistics
+digits        train-split scalar mean   train-split scalar std    pixels/16, then standardized
+synthetic     --                        --                        raw features, as in FedProx
+============  ========================  ========================  ============================================
 
 Other values of ``normalize``:
 
@@ -70,7 +70,12 @@ Offline datasets (no files needed):
   differ only at 0.5. ``iid=True`` (FedProx's Synthetic-IID): one shared W, b ~ N(0, 1) and v = 0 for every
   device (alpha and beta unused). Each device's samples are split 80/20 (``train_frac``) into train/test;
   ``clients`` holds each device's training indices, the test set is pooled and ``meta["test_clients"]``
-  holds each device's test indices. Seeded by ``seed``. Names ``synthetic(0.5,0.5)`` and ``synthetic_iid``
+  holds each device's test indices. ``normalize`` is accepted and ignored (features stay raw, as in FedProx).
+  Seeded by ``seed`` (numpy ``default_rng``; the distribution is
+  FedProx's, the random stream is not). Note: W_k and b_k are shifted by the same u_k in every entry, which
+  adds the same amount to every logit, so alpha never changes a label (softmax is shift invariant); only beta
+  (through v_k) and the per-device noise in W_k, b_k, v_k make devices differ. This is a property of FedProx's
+  generator, kept as is. Names ``synthetic(0.5,0.5)`` and ``synthetic_iid``
   are accepted as shorthands.
 """
 from __future__ import annotations
@@ -263,6 +268,9 @@ def _cache_write(path: Path, blob: dict) -> None:
         try:
             with os.fdopen(fd, "wb") as f:
                 torch.save(blob, f)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the cache the usual permissions
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
@@ -280,6 +288,7 @@ def _cached_uint8(root: Path, name: str, sources, build: Callable[[], dict], cac
         if blob is not None:
             blob["cache_path"] = str(path)
             return blob
+    log.info("converting %s to tensors (cache %s)", name, path if cache else "off")
     blob = build()
     blob["version"] = CACHE_VERSION
     for k in ("x_train", "x_test"):
@@ -292,11 +301,21 @@ def _cached_uint8(root: Path, name: str, sources, build: Callable[[], dict], cac
     return blob
 
 
+def _norm_off(normalize) -> bool:
+    if isinstance(normalize, str):
+        return normalize.lower() == "none"
+    return normalize is False or normalize is None
+
+
+def _norm_default(normalize) -> bool:
+    return normalize is True or (isinstance(normalize, str) and normalize.lower() == "default")
+
+
 def _stats_for(name: str, normalize, channels: int):
     """Return (train_stats, test_stats, label), each stats (mean, std) or None for [0, 1]."""
-    if normalize is False or normalize is None or (isinstance(normalize, str) and normalize.lower() == "none"):
+    if _norm_off(normalize):
         return None, None, "none"
-    if normalize is True or (isinstance(normalize, str) and normalize.lower() == "default"):
+    if _norm_default(normalize):
         s = NORMALIZATION[name]
         return s, s, "default"
     if isinstance(normalize, str):
@@ -307,7 +326,8 @@ def _stats_for(name: str, normalize, channels: int):
             return IMAGENET_STATS, IMAGENET_STATS, "imagenet"
         if key == "fedbat":
             if name not in FEDBAT_NORMALIZATION:
-                raise ValueError(f"normalize='fedbat' is defined for {sorted(FEDBAT_NORMALIZATION)}, not {name}")
+                raise ValueError(f"normalize='fedbat' is defined for {sorted(FEDBAT_NORMALIZATION)}, "
+                                 f"not {name}")
             tr, te = FEDBAT_NORMALIZATION[name]
             return tr, te, "fedbat"
         raise ValueError(f"normalize must be True, False, 'none', 'default', 'imagenet', 'fedbat' or "
@@ -319,7 +339,8 @@ def _stats_for(name: str, normalize, channels: int):
     except (TypeError, ValueError):
         raise ValueError(f"normalize=(mean, std) expected, got {normalize!r}") from None
     if len(mean) not in (1, channels) or len(std) not in (1, channels) or min(std) <= 0:
-        raise ValueError(f"normalize=(mean, std) needs 1 or {channels} values each and std > 0; got {normalize!r}")
+        raise ValueError(f"normalize=(mean, std) needs 1 or {channels} values each and std > 0; "
+                         f"got {normalize!r}")
     return (mean, std), (mean, std), "custom"
 
 
@@ -461,7 +482,8 @@ def _mnist(root, download, seed, normalize, cache):
 
 
 @_register("fmnist", "Fashion-MNIST: 60k/10k 28x28 grayscale clothing images, 10 classes (torchvision "
-                     "FashionMNIST; Debian's dataset-fashion-mnist found automatically); options normalize, cache",
+                     "FashionMNIST; Debian's dataset-fashion-mnist found automatically); "
+                     "options normalize, cache",
            _IMAGE_OPTIONS)
 def _fmnist(root, download, seed, normalize, cache):
     from torchvision.datasets import FashionMNIST
@@ -491,7 +513,8 @@ def _load_cifar(name: str, cls, files, num_classes: int, root, download, cache, 
             te = cls(root=str(root), train=False, download=False)
         except RuntimeError as e:
             raise _wrap_torchvision_error(name, folder, e) from e
-        conv = lambda a: torch.from_numpy(np.ascontiguousarray(a)).permute(0, 3, 1, 2).contiguous()  # noqa: E731
+        def conv(a):  # torchvision's CIFAR data are NHWC uint8
+            return torch.from_numpy(np.ascontiguousarray(a)).permute(0, 3, 1, 2).contiguous()
         return {"x_train": conv(tr.data), "y_train": torch.as_tensor(tr.targets, dtype=torch.long),
                 "x_test": conv(te.data), "y_test": torch.as_tensor(te.targets, dtype=torch.long),
                 "classes": list(tr.classes)}
@@ -526,7 +549,8 @@ def _svhn(root, download, seed, normalize, cache):
         if not download:
             raise _missing("svhn", SVHN_FILES, candidates,
                            "Get them with `--download` (load(..., download=True)), which fetches "
-                           f"{SVHN.split_list['train'][0]} and {SVHN.split_list['test'][0]} into {root / 'SVHN'}.")
+                           f"{SVHN.split_list['train'][0]} and {SVHN.split_list['test'][0]} "
+                           f"into {root / 'SVHN'}.")
         folder = root / "SVHN"
         for split in ("train", "test"):
             SVHN(root=str(folder), split=split, download=True)
@@ -537,7 +561,8 @@ def _svhn(root, download, seed, normalize, cache):
             te = SVHN(root=str(folder), split="test", download=False)
         except RuntimeError as e:
             raise _wrap_torchvision_error("svhn", folder, e) from e
-        conv = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731  (torchvision gives NCHW)
+        def conv(a):  # torchvision's SVHN data are already NCHW uint8
+            return torch.from_numpy(np.ascontiguousarray(a))
         return {"x_train": conv(tr.data), "y_train": torch.as_tensor(tr.labels, dtype=torch.long),
                 "x_test": conv(te.data), "y_test": torch.as_tensor(te.labels, dtype=torch.long),
                 "classes": [str(i) for i in range(10)]}
@@ -567,19 +592,20 @@ def _load_images(paths, loader) -> torch.Tensor:
 
 
 @_register("tinyimagenet", "Tiny-ImageNet (cs231n tiny-imagenet-200): 100k train / 10k labelled val (used as "
-                           "test) 64x64 color images, 200 classes (torchvision ImageFolder); options normalize, "
-                           "cache", _IMAGE_OPTIONS)
+                           "test) 64x64 color images, 200 classes (torchvision ImageFolder); "
+                           "options normalize, cache", _IMAGE_OPTIONS)
 def _tinyimagenet(root, download, seed, normalize, cache):
     from torchvision.datasets import ImageFolder
 
     base = root / "tiny-imagenet-200"
-    needed = [base / "wnids.txt", base / "train", base / "val" / "images", base / "val" / "val_annotations.txt"]
+    needed = [base / "wnids.txt", base / "train", base / "val" / "images",
+              base / "val" / "val_annotations.txt"]
     if not all(p.exists() for p in needed):
         if not download:
             raise _missing("tinyimagenet", ["wnids.txt", "train/<wnid>/images/*.JPEG", "val/images/*.JPEG",
                                             "val/val_annotations.txt"], [base],
-                           f"Get it with `--download` (load(..., download=True)), or download {TINYIMAGENET_URL} "
-                           f"and unzip it into {root}.")
+                           f"Get it with `--download` (load(..., download=True)), or download "
+                           f"{TINYIMAGENET_URL} and unzip it into {root}.")
         from torchvision.datasets.utils import download_and_extract_archive
         download_and_extract_archive(TINYIMAGENET_URL, download_root=str(root))
         if not all(p.exists() for p in needed):
@@ -632,9 +658,9 @@ def _digits(root, download, seed, normalize):
                                       random_state=DIGITS_SPLIT_SEED)
     idx_tr, idx_te = np.sort(idx_tr), np.sort(idx_te)
     x_tr, x_te = torch.from_numpy(x[idx_tr]), torch.from_numpy(x[idx_te])
-    if normalize is False or normalize is None or (isinstance(normalize, str) and normalize.lower() == "none"):
+    if _norm_off(normalize):
         mean = std = None
-    elif normalize is True or (isinstance(normalize, str) and normalize.lower() == "default"):
+    elif _norm_default(normalize):
         mean, std = float(x_tr.mean()), float(x_tr.std())
         x_tr, x_te = (x_tr - mean) / std, (x_te - mean) / std
     else:
@@ -696,7 +722,10 @@ def _synthetic(root, download, seed, alpha, beta, num_clients, iid, train_frac, 
     n_tr = n_te = 0
     for x, y in parts:
         k = int(math.floor(float(train_frac) * len(y)))
-        xs_tr.append(x[:k]), ys_tr.append(y[:k]), xs_te.append(x[k:]), ys_te.append(y[k:])
+        xs_tr.append(x[:k])
+        ys_tr.append(y[:k])
+        xs_te.append(x[k:])
+        ys_te.append(y[k:])
         clients.append(torch.arange(n_tr, n_tr + k))
         test_clients.append(torch.arange(n_te, n_te + len(y) - k))
         n_tr += k
@@ -706,8 +735,8 @@ def _synthetic(root, download, seed, alpha, beta, num_clients, iid, train_frac, 
             "num_clients": num_clients, "seed": seed, "train_frac": float(train_frac),
             "client_sizes": [len(y) for _, y in parts], "test_clients": test_clients,
             "normalization": "none (raw features, as in FedProx)"}
-    return FederatedDataset(name, torch.from_numpy(np.concatenate(xs_tr)), torch.from_numpy(np.concatenate(ys_tr)),
-                            torch.from_numpy(np.concatenate(xs_te)), torch.from_numpy(np.concatenate(ys_te)),
+    cat = lambda parts: torch.from_numpy(np.concatenate(parts))  # noqa: E731
+    return FederatedDataset(name, cat(xs_tr), cat(ys_tr), cat(xs_te), cat(ys_te),
                             num_classes=SYNTHETIC_CLASSES, clients=clients, meta=meta)
 
 

@@ -285,7 +285,8 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False) -
     if progress is True:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=exp.rounds, desc=f"{exp.algorithm} on {data.name}", unit="round", leave=False)
+        bar = tqdm(total=exp.rounds, desc=f"{exp.algorithm} on {data.name}", unit="round", leave=False,
+                   disable=None)  # no bar when stderr is not a terminal
 
         def callback(r, entry):
             bar.update(1)

@@ -39,12 +39,16 @@ _DESCRIPTIONS = {
                  "balancing step, redrawn until every client has >= min_size (10) samples; beta > 0, "
                  "smaller is more skewed",
     "labelcnt": "labelcnt:<k>: #C=k label skew, every client holds exactly k distinct labels (client i gets "
-                "label i % K, then k-1 random others); each label's samples are split equally among its holders",
-    "shards": "shards:<s>: sort by label, cut into num_clients*s equal shards, give each client s random shards",
-    "quantity": "quantity:<beta>: quantity skew, client sizes ~ Dir(beta) (>= min_size each), samples iid; beta > 0",
+                "label i % K, then k-1 random others); each label's samples are split equally among "
+                "its holders",
+    "shards": "shards:<s>: sort by label, cut into num_clients*s equal shards, give each client s random "
+              "shards",
+    "quantity": "quantity:<beta>: quantity skew, client sizes ~ Dir(beta) (>= min_size each), samples iid; "
+                "beta > 0",
 }
+_SYNTAX = {"iid": "iid", "dirichlet": "dirichlet:<beta>", "labelcnt": "labelcnt:<k>", "shards": "shards:<s>",
+           "quantity": "quantity:<beta>"}
 _FLOAT_KINDS = ("dirichlet", "quantity")
-_INT_KINDS = ("labelcnt", "shards")
 
 
 def names() -> tuple[str, ...]:
@@ -73,8 +77,7 @@ def parse_spec(spec: str) -> tuple[str, float | int | None]:
         raise ValueError(f"a partition spec must be a string such as 'dirichlet:0.3', got {spec!r}")
     kind, sep, arg = spec.strip().partition(":")
     kind, arg = kind.strip().lower(), arg.strip()
-    usage = "; ".join(f"'{line.split(':', 2)[0]}{':' + line.split(':')[1] if ':' in line.split(' ')[0] else ''}'"
-                      for line in _DESCRIPTIONS.values())
+    usage = ", ".join(_SYNTAX.values())
     if kind not in _DESCRIPTIONS:
         raise ValueError(f"unknown partition kind {kind!r} in spec {spec!r}; known specs: {usage}")
     if kind == "iid":
@@ -82,8 +85,7 @@ def parse_spec(spec: str) -> tuple[str, float | int | None]:
             raise ValueError(f"partition 'iid' takes no parameter, got {spec!r}")
         return "iid", None
     if not arg:
-        raise ValueError(f"partition {kind!r} needs a parameter: {_DESCRIPTIONS[kind].split(':', 2)[0]}:"
-                         f"{_DESCRIPTIONS[kind].split(':')[1]} (got {spec!r})")
+        raise ValueError(f"partition {kind!r} needs a parameter: {_SYNTAX[kind]} (got {spec!r})")
     if kind in _FLOAT_KINDS:
         try:
             beta = float(arg)
@@ -176,10 +178,11 @@ def _cut(shares: np.ndarray, m: int) -> np.ndarray:
 
 
 def _infeasible(kind, beta, num_clients, n, min_size, max_tries) -> ValueError:
-    return ValueError(
-        f"partition '{kind}:{beta:g}' is infeasible: no draw out of {max_tries} gave every one of the "
-        f"{num_clients} clients at least min_size={min_size} of the {n} samples; use fewer clients, a larger "
-        f"beta, or a smaller min_size")
+    why = (f"no draw out of {max_tries} gave every one of the {num_clients} clients at least "
+           f"min_size={min_size} of the {n} samples" if max_tries else
+           f"{num_clients} clients x min_size={min_size} needs more than the {n} samples")
+    return ValueError(f"partition '{kind}:{beta:g}' is infeasible: {why}; use fewer clients, a larger beta, "
+                      f"or a smaller min_size")
 
 
 def _dirichlet(counts, num_clients, beta, rng, min_size, max_tries) -> list[np.ndarray]:

@@ -1,0 +1,250 @@
+"""The ``fedrepro`` command."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+DEFAULT_PARTITIONS = ("iid", "dirichlet:0.3", "labelcnt:2")
+
+
+def _parse_kv(items: list[str] | None, flag: str) -> dict:
+    out = {}
+    for item in items or []:
+        for part in item.split(","):
+            if not part:
+                continue
+            if "=" not in part:
+                raise SystemExit(f"fedrepro: {flag} expects KEY=VALUE, got {part!r}")
+            k, v = part.split("=", 1)
+            try:
+                out[k.strip()] = json.loads(v)
+            except json.JSONDecodeError:
+                out[k.strip()] = v
+    return out
+
+
+def _int_or_none(s: str):
+    if s.lower() in ("none", "all", "full"):
+        return None
+    try:
+        return int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'none', got {s!r}") from None
+
+
+def _experiment_flags(p: argparse.ArgumentParser) -> None:
+    from .experiment import Experiment
+
+    d = Experiment()
+    g = p.add_argument_group("experiment (every Experiment field; unset flags keep the defaults)")
+    g.add_argument("--algorithm", help=f"registered algorithm (default {d.algorithm}); see `fedrepro list`")
+    g.add_argument("--dataset", help=f"dataset name (default {d.dataset})")
+    g.add_argument("--partition", help=f"iid | dirichlet:<beta> | labelcnt:<k> | shards:<s> | quantity:<beta> "
+                                       f"(default {d.partition})")
+    g.add_argument("--num-clients", type=_int_or_none, help=f"number of clients N (default {d.num_clients})")
+    g.add_argument("--clients-per-round", type=_int_or_none,
+                   help="clients sampled per round (default: all)")
+    g.add_argument("--rounds", type=int, help=f"communication rounds (default {d.rounds})")
+    g.add_argument("--local-epochs", type=int, help=f"local epochs (default {d.local_epochs})")
+    g.add_argument("--local-steps", type=int, help="local steps (replaces --local-epochs)")
+    g.add_argument("--batch-size", type=_int_or_none, help=f"local batch size, or 'full' (default {d.batch_size})")
+    g.add_argument("--lr", type=float, help=f"local learning rate (default {d.lr})")
+    g.add_argument("--momentum", type=float, help="local SGD momentum (default 0)")
+    g.add_argument("--weight-decay", type=float, help="local weight decay (default 0)")
+    g.add_argument("--optimizer", choices=["sgd", "adam"], help="local optimizer (default sgd)")
+    g.add_argument("--lr-decay", type=float, help="multiplicative learning-rate decay per round (default 1)")
+    g.add_argument("--seed", type=int, help="seed (default 0); several runs: --seeds")
+    g.add_argument("--seeds", type=int, nargs="+", help="run once per seed")
+    g.add_argument("--model", help=f"model name (default {d.model}); see `fedrepro list`")
+    g.add_argument("--algorithm-args", "--arg", dest="algorithm_args", action="append", metavar="K=V",
+                   help="algorithm hyperparameter, repeatable (e.g. --arg mu=0.01)")
+    g.add_argument("--dataset-args", action="append", metavar="K=V", help="dataset option, repeatable")
+    g.add_argument("--model-args", action="append", metavar="K=V", help="model option, repeatable")
+    g.add_argument("--eval-every", type=int, help="evaluate every k rounds (default 1)")
+    g.add_argument("--eval-train-samples", type=_int_or_none,
+                   help="training samples used for the training objective (default 10000; 'all')")
+    g.add_argument("--executor", choices=["auto", "sequential", "vectorized"],
+                   help="how local updates run (default auto = vectorized where it applies)")
+    g.add_argument("--device", help="auto | cpu | cuda (default auto)")
+    g.add_argument("--data-root", help="folder with real datasets (default $FEDREPRO_DATA or ~/.cache/fedrepro/data)")
+    g.add_argument("--download", action="store_true", default=None, help="download real datasets if missing")
+
+
+_FIELD_OF_FLAG = {"algorithm_args": "algorithm_args", "dataset_args": "dataset_args", "model_args": "model_args"}
+
+
+def _experiments_from_args(a) -> tuple[list, bool]:
+    """Experiments the flags ask for, and whether any experiment flag was given at all."""
+    from .experiment import Experiment
+
+    fields = {f.name for f in dataclasses.fields(Experiment)}
+    given = {}
+    for name in fields:
+        v = getattr(a, name, None)
+        if v is None:
+            continue
+        if name in _FIELD_OF_FLAG:
+            v = _parse_kv(v, "--" + name.replace("_", "-"))
+        given[name] = v
+    if a.local_steps is not None:
+        given["local_epochs"] = None
+    seeds = a.seeds or [given.pop("seed", 0)]
+    given.pop("seed", None)
+    # flags that say how to run (not what) do not turn the offline default into a single run
+    any_flag = bool(set(given) - {"device", "executor", "data_root", "download"}) or a.seeds is not None \
+        or a.seed is not None
+    return [Experiment(seed=s, **given) for s in seeds], any_flag
+
+
+def _default_experiments(a):
+    """The offline default: FedAvg on digits over a few partitions, plus a centralized reference."""
+    from .experiment import Experiment
+
+    base = dict(algorithm="fedavg", dataset="digits", model="logreg", num_clients=10, rounds=60, local_epochs=1,
+                batch_size=32, lr=0.1, seed=0)
+    for k in ("device", "executor", "seed", "rounds"):
+        if getattr(a, k, None) is not None:
+            base[k] = getattr(a, k)
+    exps = [Experiment(**{**base, "partition": p}) for p in DEFAULT_PARTITIONS]
+    exps.append(Experiment(**{**base, "partition": "iid", "num_clients": 1}))
+    return exps
+
+
+def _row(res) -> list:
+    c, f = res.config, res.final
+    acc = f.get("test_accuracy")
+    best = f.get("best_test_accuracy_selected_on_test")
+    label = c["partition"] if c.get("num_clients") != 1 else "centralized (1 client)"
+    return [c["algorithm"], c["dataset"], label, c["num_clients"], c["seed"],
+            "-" if acc is None else f"{100 * acc:.2f}", "-" if best is None else f"{100 * best:.2f}",
+            f"{f['bits_up_per_round'] / 8 / 1024:.1f}", f"{f['wall_time']:.1f}", res.status]
+
+
+HEADERS = ["algorithm", "dataset", "partition", "N", "seed", "final acc %", "best acc % (test-selected)",
+           "up KiB/round", "time s", "status"]
+
+
+def cmd_run(a) -> int:
+    from tabulate import tabulate
+
+    from . import store
+    from .experiment import run
+
+    if a.suite:
+        from . import runner
+
+        return runner.main_run_suite(a)
+    exps, any_flag = _experiments_from_args(a)
+    if not any_flag:
+        exps = _default_experiments(a)
+        print("fedrepro run: offline default, FedAvg on scikit-learn digits (logistic regression, 10 clients, "
+              "60 rounds) over partitions " + ", ".join(DEFAULT_PARTITIONS) + ", and a centralized reference.")
+    rows, results = [], []
+    try:
+        for exp in exps:
+            try:
+                exp.validate()
+            except ValueError as e:
+                print(f"fedrepro: invalid experiment: {e}", file=sys.stderr)
+                return 2
+            res = run(exp, progress=not a.no_progress)
+            results.append(res)
+            rows.append(_row(res))
+            if a.out:
+                path = store.write_record(a.out, res.record())
+                print(f"wrote {path}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: {len(results)} of {len(exps)} runs finished"
+              + (f" (their records are in {a.out})" if a.out and results else ""), file=sys.stderr)
+        if rows:
+            print(tabulate(rows, headers=HEADERS, tablefmt="github"))
+        return 130
+    except (ValueError, FileNotFoundError) as e:
+        print(f"fedrepro: {e}", file=sys.stderr)
+        return 2
+    if a.json:
+        print(json.dumps([r.record() for r in results], indent=1, default=str))
+    else:
+        print(tabulate(rows, headers=HEADERS, tablefmt="github"))
+    return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def cmd_list(a) -> int:
+    from tabulate import tabulate
+
+    import algorithms
+
+    from . import datasets, models, partition
+
+    what = a.what
+    if what in (None, "algorithms"):
+        rows = []
+        for name in algorithms.names():
+            cls = algorithms.get_class(name)
+            hp = cls.Hyper()
+            args = ", ".join(f"{f.name}={getattr(hp, f.name)}" for f in dataclasses.fields(hp))
+            doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
+            rows.append([name, args or "-", doc])
+        print("Algorithms\n" + tabulate(rows, headers=["name", "hyperparameters (paper defaults)", "about"],
+                                        tablefmt="github") + "\n")
+    if what in (None, "datasets"):
+        print("Datasets\n" + tabulate([[n, datasets.info(n)] for n in datasets.names()],
+                                      headers=["name", "about"], tablefmt="github") + "\n")
+    if what in (None, "partitions"):
+        print("Partitions\n" + tabulate(list(partition.describe().items()), headers=["spec", "about"], tablefmt="github") + "\n")
+    if what in (None, "models"):
+        print("Models\n" + tabulate([[n, models.describe(n)] for n in models.names()],
+                                    headers=["name", "about"], tablefmt="github") + "\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fedrepro", description="A reproducibility benchmark for federated-learning "
+                                "algorithms, with theory checks.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run experiments (no flags: the offline default)",
+                       description="Run one experiment per seed from the flags, a suite (--suite), or, with no "
+                                   "flags, the offline default (FedAvg on digits, under a minute on a CPU).")
+    _experiment_flags(r)
+    r.add_argument("--suite", help="run a suite of benchmark/suites/NAME.toml (see `fedrepro list suites`)")
+    r.add_argument("--backend", choices=["local", "process", "ray"], default="local", help="suite backend")
+    r.add_argument("--jobs", type=int, default=None, help="parallel workers for --backend process")
+    r.add_argument("--address", help="Ray cluster address for --backend ray (default: start a local Ray)")
+    r.add_argument("--results", default="results", help="results root for suites (default ./results)")
+    r.add_argument("--out", help="write each run record as OUT/<config_hash>.json")
+    r.add_argument("--json", action="store_true", help="print the run records as JSON instead of a table")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.set_defaults(func=cmd_run)
+
+    lst = sub.add_parser("list", help="list algorithms, datasets, partitions and models")
+    lst.add_argument("what", nargs="?", choices=["algorithms", "datasets", "partitions", "models", "suites"])
+    lst.set_defaults(func=cmd_list)
+
+    import importlib
+    import importlib.util
+
+    for mod_name in ("theory_cli", "bench", "report"):  # subcommands living in their own modules
+        if importlib.util.find_spec(f"benchmark.{mod_name}") is not None:
+            importlib.import_module(f"benchmark.{mod_name}").add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
+    a = p.parse_args(argv)
+    if not getattr(a, "command", None):
+        p.print_help()
+        return 0
+    try:
+        return a.func(a)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
