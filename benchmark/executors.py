@@ -75,6 +75,22 @@ class _WeightedBatchNorm(torch.nn.Module):
         return y
 
 
+class _CounterDropout(torch.nn.Module):
+    """Dropout whose mask comes from the client's counter-based RNG (same masks in both executors)."""
+
+    def __init__(self, p: float, owner: "FunctionalModel"):
+        super().__init__()
+        self.p = p
+        self._owner = [owner]
+
+    def forward(self, x):
+        rng = self._owner[0].rng
+        if rng is None or self.p == 0:
+            return x
+        keep = (rng.uniform(x.shape) >= self.p).to(x.dtype)
+        return x * keep / (1 - self.p)
+
+
 class FunctionalModel:
     """Runs a module from a flat parameter vector, with BatchNorm statistics as explicit buffers."""
 
@@ -84,6 +100,10 @@ class FunctionalModel:
         self.layout = ParamLayout.from_module(module)
         self.train_module = copy.deepcopy(module).train()
         self.sample_weights: torch.Tensor | None = None
+        self.rng = None  # set per step by the client context (dropout masks)
+        self.loss = getattr(module, "fedrepro_loss", "default")  # e.g. "squared_hinge" for BHerd's SVM
+        if self.loss not in ("default", "squared_hinge"):
+            raise ValueError(f"unknown model loss {self.loss!r}")
         self._captured: list = []
         self.bn_names, self._bn = [], []
         for name, mod in list(self.train_module.named_modules()):
@@ -95,6 +115,12 @@ class FunctionalModel:
                 parent = self.train_module.get_submodule(name.rpartition(".")[0]) if "." in name \
                     else self.train_module
                 setattr(parent, name.rpartition(".")[2], _WeightedBatchNorm(mod, self))
+            elif isinstance(mod, torch.nn.Dropout):
+                parent = self.train_module.get_submodule(name.rpartition(".")[0]) if "." in name \
+                    else self.train_module
+                setattr(parent, name.rpartition(".")[2], _CounterDropout(mod.p, self))
+            elif isinstance(mod, torch.nn.modules.dropout._DropoutNd):
+                raise ValueError(f"{type(mod).__name__} is not supported by the executors; use nn.Dropout")
         self.eval_module = copy.deepcopy(module).eval()
 
     def initial_buffers(self) -> dict[str, torch.Tensor]:
@@ -121,7 +147,9 @@ class FunctionalModel:
 
     def criterion(self, out: torch.Tensor, batch: Batch) -> torch.Tensor:
         w = batch.w
-        if self.task == "classification":
+        if self.loss == "squared_hinge":  # labels {0, 1} -> {-1, +1}; 0.5 * max(0, 1 - y s)^2
+            per = 0.5 * torch.clamp(1 - (2.0 * batch.y - 1) * out.reshape(-1), min=0) ** 2
+        elif self.task == "classification":
             per = F.cross_entropy(out, batch.y, reduction="none")
         else:
             y = batch.y if batch.y.dim() == out.dim() else batch.y.reshape(out.shape)
@@ -139,7 +167,11 @@ class FunctionalModel:
         for i in range(0, n, batch_size):
             out = functional_call(self.eval_module, state, (x[i:i + batch_size],))
             yb = y[i:i + batch_size]
-            if self.task == "classification":
+            if self.loss == "squared_hinge":
+                s_ = out.reshape(-1)
+                total += (0.5 * torch.clamp(1 - (2.0 * yb - 1) * s_, min=0) ** 2).sum().item()
+                correct += ((s_ > 0).long() == yb).sum().item()
+            elif self.task == "classification":
                 total += F.cross_entropy(out, yb, reduction="sum").item()
                 correct += (out.argmax(1) == yb).sum().item()
             else:
@@ -244,6 +276,7 @@ class ClientContext:
         def wrapped(a):
             fm._captured = []
             fm.sample_weights = batch.w
+            fm.rng = self.rng
             loss = f(a, fm.forward_train, batch)
             return loss, list(fm._captured)
 

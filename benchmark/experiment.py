@@ -274,6 +274,9 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False) -
         raise ValueError(f"clients_per_round={k} exceeds the number of clients ({len(parts)})")
     module = build_model(exp, data).to(device)
     fmodel = ex.FunctionalModel(module, data.task)
+    if fmodel.loss == "squared_hinge" and data.num_classes != 2:
+        raise ValueError(f"model {exp.model!r} is a binary squared-hinge SVM: it needs a dataset with 2 classes "
+                         f"(labels 0/1), but {data.name!r} has {data.num_classes}")
     alg = algorithms.make(exp.algorithm, fmodel.layout, len(parts), exp.algorithm_args)
     executor = "vectorized" if exp.executor == "auto" else exp.executor
     cfg = engine.LoopConfig(exp.rounds, k, None if exp.local_steps else exp.local_epochs, exp.local_steps,
