@@ -7,9 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-DEFAULT_PARTITIONS = ("iid", "dirichlet:0.3", "labelcnt:2")
-
-
 def _parse_kv(items: list[str] | None, flag: str) -> dict:
     out = {}
     for item in items or []:
@@ -42,8 +39,9 @@ def _experiment_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("experiment (every Experiment field; unset flags keep the defaults)")
     g.add_argument("--algorithm", help=f"registered algorithm (default {d.algorithm}); see `fedrepro list`")
     g.add_argument("--dataset", help=f"dataset name (default {d.dataset})")
-    g.add_argument("--partition", help=f"iid | dirichlet:<beta> | labelcnt:<k> | shards:<s> | quantity:<beta> "
-                                       f"(default {d.partition})")
+    g.add_argument("--partition", help="auto | natural | iid | dirichlet:<beta> | labelcnt:<k> | shards:<s> | "
+                                       "quantity:<beta> (default auto: the dataset's natural clients if it has "
+                                       "them, else iid)")
     g.add_argument("--num-clients", type=_int_or_none, help=f"number of clients N (default {d.num_clients})")
     g.add_argument("--clients-per-round", type=_int_or_none,
                    help="clients sampled per round (default: all)")
@@ -99,26 +97,11 @@ def _experiments_from_args(a) -> tuple[list, bool]:
     return [Experiment(seed=s, **given) for s in seeds], any_flag
 
 
-def _default_experiments(a):
-    """The offline default: FedAvg on digits over a few partitions, plus a centralized reference."""
-    from .experiment import Experiment
-
-    base = dict(algorithm="fedavg", dataset="digits", model="logreg", num_clients=10, rounds=60, local_epochs=1,
-                batch_size=32, lr=0.1, seed=0)
-    for k in ("device", "executor", "seed", "rounds"):
-        if getattr(a, k, None) is not None:
-            base[k] = getattr(a, k)
-    exps = [Experiment(**{**base, "partition": p}) for p in DEFAULT_PARTITIONS]
-    exps.append(Experiment(**{**base, "partition": "iid", "num_clients": 1}))
-    return exps
-
-
 def _row(res) -> list:
     c, f = res.config, res.final
     acc = f.get("test_accuracy")
     best = f.get("best_test_accuracy_selected_on_test")
-    label = c["partition"] if c.get("num_clients") != 1 else "centralized (1 client)"
-    return [c["algorithm"], c["dataset"], label, c["num_clients"], c["seed"],
+    return [c["algorithm"], c["dataset"], c["partition"], c["num_clients"], c["seed"],
             "-" if acc is None else f"{100 * acc:.2f}", "-" if best is None else f"{100 * best:.2f}",
             f"{f['bits_up_per_round'] / 8 / 1024:.1f}", f"{f['wall_time']:.1f}", res.status]
 
@@ -139,9 +122,12 @@ def cmd_run(a) -> int:
         return runner.main_run_suite(a)
     exps, any_flag = _experiments_from_args(a)
     if not any_flag:
-        exps = _default_experiments(a)
-        print("fedrepro run: offline default, FedAvg on scikit-learn digits (logistic regression, 10 clients, "
-              "60 rounds) over partitions " + ", ".join(DEFAULT_PARTITIONS) + ", and a centralized reference.")
+        from . import runner
+
+        print("fedrepro run: no experiment flags, so the offline default: the smoke suite (scikit-learn digits, "
+              "CPU, about a minute). `fedrepro run --help` shows how to run your own.", file=sys.stderr)
+        a.suite = "smoke"
+        return runner.main_run_suite(a)
     rows, results = [], []
     try:
         for exp in exps:

@@ -34,7 +34,7 @@ class Experiment:
 
     algorithm: str = "fedavg"
     dataset: Any = "digits"  # a registered name or a FederatedDataset
-    partition: str = "iid"
+    partition: str = "auto"  # auto = the dataset's natural clients if it has them, else iid; or "natural"
     num_clients: int | None = 10
     clients_per_round: int | None = None  # None = all clients every round
     rounds: int = 20
@@ -82,6 +82,10 @@ class Experiment:
         need(self.device in ("auto", "cpu", "cuda") or str(self.device).startswith("cuda:"),
              f"device must be auto, cpu or cuda, got {self.device!r}")
         optim.make(self.optimizer)  # raises for an unknown optimizer
+        if self.partition not in ("auto", "natural"):
+            from .partition import parse_spec
+
+            parse_spec(self.partition)  # raises for an unknown kind or an invalid parameter
         algorithms.base.make_hyper(algorithms.get_class(self.algorithm), self.algorithm_args)
 
     def config(self) -> dict:
@@ -208,7 +212,8 @@ def load_dataset(exp: Experiment, device: torch.device) -> FederatedDataset:
         from . import datasets
 
         opts = dict(exp.dataset_args)
-        if exp.dataset.startswith("synthetic") and exp.num_clients is not None:
+        if exp.dataset.startswith("synthetic") and exp.num_clients is not None \
+                and exp.partition in ("auto", "natural"):
             opts.setdefault("num_clients", exp.num_clients)
         data = datasets.load(exp.dataset, data_root=exp.data_root, download=exp.download, seed=exp.seed, **opts)
     return data.to(device)
@@ -218,16 +223,20 @@ def make_partition(exp: Experiment, data: FederatedDataset) -> tuple[list[np.nda
     from . import partition as part
 
     labels = data.y_train.cpu().numpy()
-    if data.natural_clients:
+    spec = exp.partition
+    if spec == "natural" and not data.natural_clients:
+        raise ValueError(f"dataset {data.name!r} has no natural clients; choose a partition such as iid or "
+                         f"dirichlet:0.3")
+    if data.natural_clients and spec in ("auto", "natural"):
         if exp.num_clients is not None and exp.num_clients != len(data.clients):
             raise ValueError(f"dataset {data.name!r} has {len(data.clients)} natural clients, "
                              f"but num_clients={exp.num_clients}")
         parts = [c.cpu().numpy().astype(np.int64) for c in data.clients]
         spec = "natural"
     else:
+        spec = "iid" if spec == "auto" else spec  # natural clients are pooled, then partitioned
         parts = part.split(labels if data.task == "classification" else np.zeros(len(labels), np.int64),
-                           exp.partition, exp.num_clients or 10, exp.seed)
-        spec = exp.partition
+                           spec, exp.num_clients or 10, exp.seed)
     stats = part.statistics(labels, parts, data.num_classes) if data.task == "classification" else {
         "counts": [len(p) for p in parts]}
     return parts, {"spec": spec, "num_clients": len(parts), "fingerprint": part.fingerprint(parts),
@@ -309,6 +318,7 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False) -
     config = exp.config()
     config["executor_used"] = out.executor
     result = RunResult(config, config_hash(config), code_version(), environment(device), part_info,
-                       out.history, final_metrics(out.history, time.perf_counter() - t0), out.status,
+                       out.history, {**final_metrics(out.history, time.perf_counter() - t0),
+                                     "num_params": fmodel.layout.size}, out.status,
                        out.message, module.eval())
     return result

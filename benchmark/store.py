@@ -16,7 +16,7 @@ from typing import Iterator
 def write_json_atomic(path: str | os.PathLike, obj, indent: int | None = 1) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=indent, default=str)
@@ -51,3 +51,34 @@ def read_records(folder: str | os.PathLike) -> Iterator[dict]:
             continue
         with open(p) as f:
             yield json.load(f)
+
+
+def clean_stale_temps(folder: str | os.PathLike) -> int:
+    """Remove temporary files left by writers that were killed (their process no longer exists).
+
+    A temporary file's name carries its writer's pid, so live writers' files are never touched.
+    """
+    removed = 0
+    for p in Path(folder).glob(".*.tmp"):
+        parts = p.name.split(".")  # "", <name parts...>, <pid>, <random>, "tmp"
+        pid = int(parts[-3]) if len(parts) >= 4 and parts[-3].isdigit() else None
+        if pid is not None and _alive(pid):
+            continue
+        try:
+            p.unlink()
+            removed += 1
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

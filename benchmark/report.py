@@ -1,0 +1,260 @@
+"""Leaderboards (tabulate), a CSV of all runs, plots (matplotlib), paper-vs-measured deltas.
+
+``fedrepro report --suite NAME`` reads ``results/<suite>/<version>/*.json`` and writes, beside them,
+``leaderboard.md``, ``runs.csv``, ``accuracy_vs_rounds.png`` and ``accuracy_vs_uplink_bits.png``.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from . import store
+
+# keys that name a column of the leaderboard when they vary across a suite
+COLUMN_KEYS = ("dataset", "partition", "num_clients", "clients_per_round")
+
+
+def method_label(cfg: dict) -> str:
+    args = cfg.get("algorithm_args") or {}
+    if not args:
+        return cfg["algorithm"]
+    return cfg["algorithm"] + "(" + ", ".join(f"{k}={v}" for k, v in sorted(args.items())) + ")"
+
+
+def _column_label(key: tuple, names: tuple) -> str:
+    short = {"num_clients": "N", "clients_per_round": "S"}
+    return " / ".join(f"{short[n]}={v}" if n in short else str(v) for n, v in zip(names, key))
+
+
+def _per_client_bits(rec: dict) -> float | None:
+    f, c = rec["final"], rec["config"]
+    k = c.get("clients_per_round") or rec.get("partition", {}).get("num_clients") or c.get("num_clients")
+    if not f.get("bits_up_per_round") or not k:
+        return None
+    return f["bits_up_per_round"] / k
+
+
+def _fmt(values: list[float]) -> str:
+    if not values:
+        return "-"
+    m = float(np.mean(values))
+    s = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    return f"{m:.2f} ± {s:.2f}"
+
+
+def _matches(match: dict, cfg: dict) -> bool:
+    from .runner import _matches as m
+
+    return m(match, cfg)
+
+
+def leaderboard(records: list[dict], references=(), title: str = "", description: str = "",
+                metric: str = "test_accuracy") -> str:
+    """Markdown leaderboard: rows methods, columns dataset x partition (x N, S when they vary)."""
+    if not records:
+        return f"# {title}\n\nNo records yet.\n"
+    varying = tuple(k for k in COLUMN_KEYS if len({json.dumps(r["config"].get(k)) for r in records}) > 1)
+    col_names = varying or ("dataset",)
+    groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        col = tuple(r["config"].get(k) for k in col_names)
+        groups[col][method_label(r["config"])].append(r)
+    cols = sorted(groups, key=lambda c: json.dumps(c))
+    methods = sorted({m for g in groups.values() for m in g}, key=lambda m: (m != "fedavg", m))
+
+    cell_vals: dict[tuple, list[float]] = {}
+    notes_of: dict[tuple, str] = {}
+    for col in cols:
+        for m in methods:
+            recs = groups[col].get(m, [])
+            vals = [100 * r["final"][metric] for r in recs
+                    if r["status"] == "ok" and r["final"].get(metric) is not None]
+            cell_vals[(col, m)] = vals
+            bad = defaultdict(int)
+            for r in recs:
+                if r["status"] != "ok":
+                    bad[r["status"]] += 1
+            notes_of[(col, m)] = ", ".join(f"{n} {s}" for s, n in bad.items())
+    best = {col: max((np.mean(cell_vals[(col, m)]) for m in methods if cell_vals[(col, m)]), default=None)
+            for col in cols}
+
+    headers = ["method", "up bits/param"] + [_column_label(c, col_names) for c in cols]
+    rows = []
+    any_ref = False
+    for m in methods:
+        bits = [b / max(r["final"].get("num_params") or 1, 1) for col in cols for r in groups[col].get(m, [])
+                if (b := _per_client_bits(r)) is not None and r["final"].get("num_params")]
+        row = [m, f"{np.mean(bits):.3g}" if bits else "-"]
+        for col in cols:
+            vals = cell_vals[(col, m)]
+            text = _fmt(vals)
+            if vals and best[col] is not None and math.isclose(np.mean(vals), best[col]):
+                text = f"**{text}**"
+            if notes_of[(col, m)]:
+                text += f" ({notes_of[(col, m)]})"
+            recs = groups[col].get(m, [])
+            refs = [ref for ref in references if recs and _matches(ref.match, recs[0]["config"])]
+            if refs and vals:
+                any_ref = True
+                ref = refs[0]
+                delta = float(np.mean(vals)) - ref.value
+                inside = min(vals) <= ref.value <= max(vals)
+                text += f"<br>paper {ref.value:g}{'' if ref.std is None else f' ± {ref.std:g}'}, " \
+                        f"Δ {delta:+.2f}, {'inside' if inside else 'outside'} spread"
+            row.append(text if recs else "")
+        rows.append(row)
+
+    from tabulate import tabulate
+
+    seeds = sorted({r["config"]["seed"] for r in records})
+    commits = sorted({(r.get("code_version") or {}).get("git_commit") or "?" for r in records})
+    envs = sorted({(r.get("environment") or {}).get("gpu") or (r.get("environment") or {}).get("device", "?")
+                   for r in records})
+    out = [f"# {title}", ""]
+    if description:
+        out += [description.strip(), ""]
+    out += [f"Final {metric.replace('_', ' ')} (%) at the last round, mean ± std over seeds {seeds} "
+            f"({len(records)} runs); best per column in bold. `up bits/param`: uplink bits per sampled client per "
+            f"round divided by the model's parameter count (32 = fp32).",
+            "Best-round accuracy is selected on the test set and is therefore not used here (see runs.csv)."]
+    if any_ref:
+        out.append("Paper values are the paper's printed numbers; Δ = measured mean − paper; *inside spread* means "
+                   "the paper's value lies within [min, max] of the measured seeds.")
+    out += [f"Code: {', '.join(c[:10] for c in commits)}; device: {', '.join(map(str, envs))}.", "",
+            tabulate(rows, headers=headers, tablefmt="github"), ""]
+    return "\n".join(out)
+
+
+CSV_FIELDS = ["config_hash", "algorithm", "algorithm_args", "dataset", "partition", "num_clients",
+              "clients_per_round", "seed", "rounds", "model", "status", "test_accuracy",
+              "best_test_accuracy_selected_on_test", "best_round", "test_loss", "train_loss",
+              "bits_up_per_round", "bits_down_per_round", "wall_time", "git_commit", "device", "message"]
+
+
+def write_csv(records: list[dict], path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        for r in sorted(records, key=lambda r: (r["config"]["algorithm"], json.dumps(r["config"], sort_keys=True))):
+            c, fi = r["config"], r["final"]
+            w.writerow({"config_hash": r["config_hash"], "algorithm": c["algorithm"],
+                        "algorithm_args": json.dumps(c.get("algorithm_args") or {}, sort_keys=True),
+                        **{k: c.get(k) for k in ("dataset", "partition", "num_clients", "clients_per_round",
+                                                 "seed", "rounds", "model")},
+                        "status": r["status"],
+                        **{k: fi.get(k) for k in ("test_accuracy", "best_test_accuracy_selected_on_test",
+                                                  "best_round", "test_loss", "train_loss", "bits_up_per_round",
+                                                  "bits_down_per_round", "wall_time")},
+                        "git_commit": (r.get("code_version") or {}).get("git_commit"),
+                        "device": (r.get("environment") or {}).get("device"), "message": r.get("message", "")})
+
+
+def plot_curves(records: list[dict], folder: Path, metric: str = "test_accuracy") -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    varying = tuple(k for k in COLUMN_KEYS if len({json.dumps(r["config"].get(k)) for r in records}) > 1) \
+        or ("dataset",)
+    groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        if r["status"] == "ok" and r["history"]:
+            groups[tuple(r["config"].get(k) for k in varying)][method_label(r["config"])].append(r)
+    cols = sorted(groups, key=lambda c: json.dumps(c))
+    paths = []
+    for kind in ("rounds", "uplink_bits"):
+        if not cols:
+            break
+        n = len(cols)
+        ncol = min(n, 3)
+        nrow = math.ceil(n / ncol)
+        fig, axes = plt.subplots(nrow, ncol, figsize=(5 * ncol, 3.6 * nrow), squeeze=False)
+        for ax, col in zip(axes.flat, cols):
+            for m, recs in sorted(groups[col].items()):
+                curves = []
+                for r in recs:
+                    h = [e for e in r["history"] if e.get(metric) is not None]
+                    if kind == "rounds":
+                        x = [e["round"] for e in h]
+                    else:
+                        cum = np.cumsum([e["bits_up"] for e in r["history"]])
+                        x = [cum[e["round"] - 1] for e in h]
+                    curves.append((x, [100 * e[metric] for e in h]))
+                length = min(len(c[1]) for c in curves)
+                if length == 0:
+                    continue
+                x = curves[0][0][:length]
+                y = np.mean([c[1][:length] for c in curves], axis=0)
+                ax.plot(x, y, label=m)
+            ax.set_title(_column_label(col, varying), fontsize=9)
+            ax.set_xlabel("round" if kind == "rounds" else "cumulative uplink bits")
+            if kind == "uplink_bits":
+                ax.set_xscale("log")
+            ax.set_ylabel(f"{metric.replace('_', ' ')} (%)")
+            ax.grid(alpha=0.3)
+        for ax in list(axes.flat)[n:]:
+            ax.axis("off")
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8)
+        fig.tight_layout(rect=(0, 0.08 + 0.02 * math.ceil(len(labels) / 5), 1, 1))
+        p = folder / ("accuracy_vs_rounds.png" if kind == "rounds" else "accuracy_vs_uplink_bits.png")
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        paths.append(p)
+    return paths
+
+
+def write_report(suite, folder: Path) -> dict:
+    """Leaderboard, CSV and plots for the records in ``folder`` that belong to ``suite``."""
+    folder = Path(folder)
+    hashes = {c.config_hash for c in suite.cells}
+    records = [r for r in store.read_records(folder) if r.get("config_hash") in hashes]
+    md = leaderboard(records, suite.references, f"Leaderboard: {suite.name} ({folder.name})", suite.description,
+                     suite.metric)
+    missing = len(hashes) - len(records)
+    if missing:
+        md += f"\n{missing} of {len(hashes)} cells have no record yet: this leaderboard is partial.\n"
+    if suite.notes:
+        md += "\n## Notes\n\n" + "\n\n".join(f"**{k}.** {v.strip()}" for k, v in suite.notes.items()) + "\n"
+    paths = {"markdown": folder / "leaderboard.md", "csv": folder / "runs.csv"}
+    folder.mkdir(parents=True, exist_ok=True)
+    paths["markdown"].write_text(md)
+    write_csv(records, paths["csv"])
+    paths["plots"] = plot_curves(records, folder, suite.metric)
+    return paths
+
+
+def cmd_report(a) -> int:
+    from .runner import SuiteError, load_suite, results_dir
+
+    try:
+        suite = load_suite(a.suite)
+    except SuiteError as e:
+        print(f"fedrepro: {e}", file=sys.stderr)
+        return 2
+    folder = results_dir(a.results, suite.name, a.version)
+    if not folder.is_dir():
+        print(f"fedrepro: no results in {folder}; run `fedrepro run --suite {suite.name}` first", file=sys.stderr)
+        return 2
+    paths = write_report(suite, folder)
+    print(paths["markdown"].read_text())
+    print(f"wrote {paths['markdown']}, {paths['csv']}" + "".join(f", {p}" for p in paths["plots"]),
+          file=sys.stderr)
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("report", help="write a suite's leaderboard, CSV and plots from its records",
+                       description="Read results/<suite>/<version>/*.json and write leaderboard.md, runs.csv and "
+                                   "PNG plots beside them.")
+    p.add_argument("--suite", required=True, help="suite name (see `fedrepro list suites`)")
+    p.add_argument("--results", default="results", help="results root (default ./results)")
+    p.add_argument("--version", help="package version folder (default: the installed version)")
+    p.set_defaults(func=cmd_report)
