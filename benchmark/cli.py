@@ -181,6 +181,17 @@ def cmd_list(a) -> int:
                                       headers=["name", "about"], tablefmt="github") + "\n")
     if what in (None, "partitions"):
         print("Partitions\n" + tabulate(list(partition.describe().items()), headers=["spec", "about"], tablefmt="github") + "\n")
+    if what in (None, "suites"):
+        from . import runner
+
+        rows = []
+        for n in runner.suite_names():
+            try:
+                st = runner.load_suite(n)
+                rows.append([n, len(st.cells), st.requires, " ".join(st.description.split())[:90]])
+            except runner.SuiteError as e:
+                rows.append([n, "-", "-", f"INVALID: {e}"])
+        print("Suites\n" + tabulate(rows, headers=["name", "cells", "needs", "about"], tablefmt="github") + "\n")
     if what in (None, "models"):
         print("Models\n" + tabulate([[n, models.describe(n)] for n in models.names()],
                                     headers=["name", "about"], tablefmt="github") + "\n")
