@@ -1,0 +1,109 @@
+"""Claims: named, sourced statements from the papers, each with a check that returns a verdict.
+
+A claim module (one per paper, ``theory/claims/<paper>.py``) registers checks with ``@claim(...)``. A
+check receives a ``CheckContext`` (seed, quick mode) and returns an ``Outcome``:
+
+* ``HOLDS``: the statistics support the statement at the stated false-alarm rate;
+* ``VIOLATED``: the numbers contradict it (a finding, reported with its evidence, never weakened);
+* ``INCONCLUSIVE``: the test has too little power or the premises do not apply.
+
+``evidence`` holds estimates, intervals and p-values (JSON-serialisable), ``key_number`` the one figure
+shown in the summary table, ``series`` optional curves for plots ({name: {"x": [...], "y": {label: [...]}},
+"xlabel", "ylabel", "logx", "logy"}), and ``conditions`` the setting under which the verdict was reached.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+HOLDS, VIOLATED, INCONCLUSIVE = "HOLDS", "VIOLATED", "INCONCLUSIVE"
+VERDICTS = (HOLDS, VIOLATED, INCONCLUSIVE)
+
+
+@dataclass
+class Outcome:
+    verdict: str
+    key_number: str
+    evidence: dict = field(default_factory=dict)
+    conditions: str = ""
+    series: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    seed: int = 0
+    quick: bool = False  # smaller Monte-Carlo sizes and horizons (tests, CI); the report uses quick=False
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str  # "<paper>.<short name>", e.g. "lfl.lemma1.unbiased"
+    paper: str
+    source: str  # "Lemma 1", "Theorem 2, Eq. 23", ...
+    statement: str  # the exact formula or sentence
+    check: Callable[[CheckContext], Outcome]
+    false_alarm: float = 1e-3  # the rate at which a true statement is reported VIOLATED
+
+    def run(self, ctx: CheckContext | None = None) -> dict:
+        ctx = ctx or CheckContext()
+        t0 = time.perf_counter()
+        try:
+            out = self.check(ctx)
+        except Exception as e:  # noqa: BLE001 - an erroring check is reported, not hidden
+            out = Outcome(INCONCLUSIVE, "error", {"error": f"{type(e).__name__}: {e}",
+                                                  "traceback": traceback.format_exc(limit=15)},
+                          "the check raised an error")
+        return {"id": self.id, "paper": self.paper, "source": self.source, "statement": self.statement,
+                "false_alarm": self.false_alarm, "verdict": out.verdict, "key_number": out.key_number,
+                "evidence": out.evidence, "conditions": out.conditions, "series": out.series,
+                "seconds": time.perf_counter() - t0, "quick": ctx.quick, "seed": ctx.seed}
+
+
+_CLAIMS: dict[str, Claim] = {}
+
+
+def claim(id: str, paper: str, source: str, statement: str, false_alarm: float = 1e-3):
+    """Decorator registering ``check(ctx) -> Outcome`` as a claim."""
+
+    def deco(fn):
+        if id in _CLAIMS:
+            raise ValueError(f"claim {id!r} registered twice")
+        _CLAIMS[id] = Claim(id, paper, source, statement, fn, false_alarm)
+        return fn
+
+    return deco
+
+
+def _load() -> None:
+    for mod in pkgutil.iter_modules(__path__):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")
+
+
+def all_claims(paper: str | None = None, claim_id: str | None = None) -> list[Claim]:
+    _load()
+    out = [c for c in _CLAIMS.values() if (paper is None or c.paper == paper)
+           and (claim_id is None or c.id == claim_id or c.id.startswith(claim_id + "."))]
+    if not out:
+        papers = sorted({c.paper for c in _CLAIMS.values()})
+        raise ValueError(f"no claim matches paper={paper!r} claim={claim_id!r}; papers: {', '.join(papers)}; "
+                         f"claims: {', '.join(sorted(_CLAIMS))}")
+    return sorted(out, key=lambda c: (c.paper, c.id))
+
+
+def verdict_from(test_passed: bool, confirmed: bool | None = None) -> str:
+    """Map a calibrated test to a verdict: rejection -> VIOLATED; no rejection and a confirming
+    confidence bound (power) -> HOLDS; no rejection without it -> INCONCLUSIVE."""
+    if not test_passed:
+        return VIOLATED
+    if confirmed is None or confirmed:
+        return HOLDS
+    return INCONCLUSIVE

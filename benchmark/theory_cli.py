@@ -1,0 +1,153 @@
+"""``fedrepro theory``: run the papers' claims and write a versioned report (markdown, JSON, plots)."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from . import store
+from .experiment import code_version, environment
+
+PAPER_TITLES = {
+    "fedbat": "FedBAT (Li et al., ICML 2024)",
+    "gradma": "GradMA (Luo et al., CVPR 2023)",
+    "lfl": "LFL (Amiri et al., arXiv 2006.10672v2)",
+    "fedswa": "FedSWA / FedMoSWA (Liu et al., ICML 2025)",
+    "bherd": "BHerd (Luo et al., arXiv 2403.16557v1)",
+    "qsgd": "QSGD (Alistarh et al., NeurIPS 2017)",
+    "compression": "Compression operators (error feedback, biased compressors)",
+}
+
+
+def _plot(series: dict, path: Path) -> bool:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for label, ys in series.get("y", {}).items():
+        xs = series.get("x", list(range(len(ys))))
+        ax.plot(xs[:len(ys)], ys, label=label)
+    if series.get("logx"):
+        ax.set_xscale("log")
+    if series.get("logy"):
+        ax.set_yscale("log")
+    ax.set_xlabel(series.get("xlabel", ""))
+    ax.set_ylabel(series.get("ylabel", ""))
+    if series.get("title"):
+        ax.set_title(series["title"], fontsize=9)
+    ax.grid(alpha=0.3)
+    if len(series.get("y", {})) > 1:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def _fmt_evidence(ev, depth: int = 0) -> list[str]:
+    lines = []
+    for k, v in ev.items():
+        if k == "traceback":
+            lines.append(f"{'  ' * depth}- {k}:\n\n```\n{v}\n```")
+        elif isinstance(v, dict):
+            lines.append(f"{'  ' * depth}- {k}:")
+            lines += _fmt_evidence(v, depth + 1)
+        else:
+            if isinstance(v, float):
+                v = f"{v:.6g}" if math.isfinite(v) else str(v)
+            elif isinstance(v, list) and len(v) > 12:
+                v = f"[{', '.join(map(str, v[:6]))}, ... ({len(v)} values)]"
+            lines.append(f"{'  ' * depth}- {k}: {v}")
+    return lines
+
+
+def write_report(results: list[dict], folder: Path) -> dict:
+    from tabulate import tabulate
+
+    folder.mkdir(parents=True, exist_ok=True)
+    version = code_version()
+    counts = defaultdict(int)
+    for r in results:
+        counts[r["verdict"]] += 1
+    rows = [[f"[{r['id']}](#{r['id'].replace('.', '')})", r["paper"], r["source"], f"**{r['verdict']}**",
+             r["key_number"]] for r in results]
+    md = [f"# Theory report ({version['package']})", "",
+          f"Code {version['git_commit'] or '?'}{' (dirty)' if version['git_dirty'] else ''}. "
+          f"{len(results)} claims: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ".",
+          "",
+          "Each claim is a statement from a paper with a check that can fail. HOLDS: the statistics support it at "
+          "the stated false-alarm rate. VIOLATED: the numbers contradict it (a finding, reported with its "
+          "evidence). INCONCLUSIVE: too little power, or the premises do not apply.", "",
+          tabulate(rows, headers=["claim", "paper", "source", "verdict", "key number"], tablefmt="github"), ""]
+    by_paper = defaultdict(list)
+    for r in results:
+        by_paper[r["paper"]].append(r)
+    for paper, rs in sorted(by_paper.items()):
+        md += [f"## {PAPER_TITLES.get(paper, paper)}", ""]
+        for r in rs:
+            md += [f"### {r['id']}", "", f"*{r['source']}*: {r['statement']}", "",
+                   f"**{r['verdict']}** ({r['key_number']}); false-alarm rate {r['false_alarm']:g}; "
+                   f"{r['seconds']:.1f} s{' (quick mode)' if r['quick'] else ''}.", ""]
+            if r.get("conditions"):
+                md += [f"Conditions: {r['conditions']}", ""]
+            md += _fmt_evidence(r["evidence"]) + [""]
+            for name, s in (r.get("series") or {}).items():
+                fname = f"{r['id']}.{name}.png".replace("/", "_")
+                if _plot(s, folder / fname):
+                    md += [f"![{name}]({fname})", ""]
+    (folder / "report.md").write_text("\n".join(md))
+    payload = {"code_version": version, "environment": environment(__import__("torch").device("cpu")),
+               "claims": [{k: v for k, v in r.items() if k != "series"} for r in results]}
+    store.write_json_atomic(folder / "report.json", json.loads(json.dumps(payload, default=str)), indent=1)
+    return {"markdown": folder / "report.md", "json": folder / "report.json"}
+
+
+def cmd_theory(a) -> int:
+    from theory.claims import CheckContext, all_claims
+
+    try:
+        claims = all_claims(a.paper, a.claim)
+    except ValueError as e:
+        print(f"fedrepro: {e}", file=sys.stderr)
+        return 2
+    ctx = CheckContext(seed=a.seed, quick=a.quick)
+    results = []
+    try:
+        from tqdm.auto import tqdm
+
+        for c in tqdm(claims, desc="claims", unit="claim", disable=None):
+            results.append(c.run(ctx))
+    except KeyboardInterrupt:
+        print(f"\ninterrupted after {len(results)} of {len(claims)} claims; nothing written", file=sys.stderr)
+        return 130
+    folder = Path(a.out) if a.out else Path(a.results) / "theory" / code_version()["package"]
+    if a.paper or a.claim:
+        folder = folder / "partial"  # a subset never overwrites the full report
+    paths = write_report(results, folder)
+    if a.json:
+        print(json.dumps([{k: v for k, v in r.items() if k != "series"} for r in results], indent=1, default=str))
+    else:
+        from tabulate import tabulate
+
+        print(tabulate([[r["id"], r["source"], r["verdict"], r["key_number"]] for r in results],
+                       headers=["claim", "source", "verdict", "key number"], tablefmt="github"))
+    print(f"wrote {paths['markdown']} and {paths['json']}", file=sys.stderr)
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("theory", help="check the papers' theorems numerically and write the theory report",
+                       description="Run the claims (statements from the papers with checks that can fail) and "
+                                   "write results/theory/<version>/report.md and report.json.")
+    p.add_argument("--paper", help="only this paper's claims (e.g. lfl, fedbat, qsgd)")
+    p.add_argument("--claim", help="only this claim id (or id prefix)")
+    p.add_argument("--quick", action="store_true", help="smaller Monte-Carlo sizes (seconds, for a first look)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the Monte-Carlo experiments (default 0)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--results", default="results", help="results root (default ./results)")
+    p.add_argument("--out", help="write the report into this folder instead")
+    p.set_defaults(func=cmd_theory)
