@@ -1,0 +1,321 @@
+"""GradMA (Luo et al., CVPR 2023) and its ablations GradMA-W (worker side only) and GradMA-S (server side
+only). Summary: ../shared/papers/gradma.md; equations below are the paper's.
+
+Worker_Update (Alg. 2), GradMA and GradMA-W. Worker i starts from x_0 = x_t with x_{-1} = x_t^(i), its
+own local model at the end of its previous participation (x_0 at first: workers are stateful); at each
+local step tau, on the step's minibatch,
+
+    g_tau = grad f_i(x_tau),   G_tau = [grad f_i(x_{tau-1}), grad f_i(x_t), x_tau - x_t]     (Alg. 2, line 4)
+    g~_tau = QP_l(g_tau, G_tau) = g_tau + G_tau z*,  z* >= 0                                (Eqs. 2-5)
+    x_{tau+1} = x_tau - eta_l g~_tau                                                         (line 6)
+
+and sends d^(i) = x_t - x_I. QP_l projects g onto {y : <y, G[j]> >= 0, j = 1..3}; it is solved exactly
+and vmap-safely by ``algorithms.qp.project_small`` (all 2^3 active sets). The three gradients are taken
+on the same minibatch (3 gradient evaluations per step, as the public code does); only the gradient at
+x_tau updates BatchNorm statistics and the reported local loss.
+
+Server_Update (Alg. 3) with mem_red (Alg. 4), GradMA and GradMA-S:
+
+    d_{t+1} = sum_{i in S_t} p_i d^(i),   m_{t+1} = beta1 m~_t + d_{t+1}                       (Eq. 6)
+    D[i] <- beta2 D[i] + d^(i) (i in S_t, already stored); d^(i) (newly stored); beta2 D[i] (i not in S_t)  (Eq. 9)
+    m~_{t+1} = QP_g(m_{t+1}, D),   x_{t+1} = x_t - eta_g m~_{t+1}                               (Eq. 10)
+
+D holds at most m worker accumulators (m = N by default). mem_red (Alg. 4): a sampled worker without a
+slot takes a free one, or, when the memory is full, evicts the stored worker that is not sampled this
+round with the smallest participation counter c (ties: the earliest stored, as the public code), whose
+counter is reset to 0; every sampled worker's counter is incremented. QP_g is solved in ``aggregate`` by
+``algorithms.qp.project_large`` (Lawson-Hanson active set on the float64 Gram matrix, exact; checked
+against scipy's NNLS in the tests). m = 0 turns the memory off: m~ = m, i.e. FedAvgM (Sec. 6.2).
+
+GradMA-W (Alg. 7): Worker_Update, then x_{t+1} = x_t - eta_g d_{t+1} (no momentum, no memory).
+GradMA-S (Alg. 8): plain local SGD, then Server_Update.
+
+Where the public code differs from the paper (gradma.md, Sec. 7), the paper is the default and the
+code's behaviour is an option:
+
+* ``weighting``: ``"uniform"`` p_i = 1/S (paper, Alg. 3 line 1) | ``"samples"`` p_i = n_i / sum n_j (code).
+* ``per_layer``: False, one QP on the whole vector (paper) | True, one QP per parameter tensor (code).
+* ``prev_model``: ``"local"``, x_{-1} = the worker's last local model (paper, and the code's GradMA_W)
+  | ``"global"``, x_{-1} = x_t every round (the code's GradMA folder; workers are then stateless).
+* ``rho_l``, ``rho_g``: margins of the code's QP, <p~, M_j> >= rho ||p|| ||M_j||; 0 is the paper's QP.
+* QP failures: the code silently falls back to the unprojected vector. Here a solve whose KKT residual
+  exceeds ``qp_tol`` is counted (worker side: a uint8 count per client in the uplink, 8 bits, since the
+  server must learn it; server side: in the server state as ``qp_l_failures`` / ``qp_g_failures``) and,
+  with ``on_qp_failure="raise"`` (default), stops the run with ``QPFailure``. Non-finite inputs give
+  non-finite parameters (the engine reports divergence), never a silent fallback.
+
+The local optimizer of the experiment applies g~ (plain SGD in the paper).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import qp
+from .base import Algorithm, Message, register
+from .fedavgm import check_beta, check_eta_g, check_weighting, client_weights
+
+PREV_MODELS = ("local", "global")
+ON_FAILURE = ("raise", "count")
+
+
+class QPFailure(RuntimeError):
+    """A GradMA QP whose KKT residual exceeded its tolerance."""
+
+
+def _aux_grad(ctx, params, batch):
+    """Gradient at ``params`` that leaves the context's BatchNorm running statistics untouched."""
+    saved = getattr(ctx, "buffers", None)
+    _, g = ctx.loss_and_grad(params, batch)
+    if saved is not None:
+        ctx.buffers = saved
+    return g
+
+
+def _convert_m(hp) -> None:
+    if isinstance(hp.m, str):  # from the CLI: "m=10" or "m=none"
+        object.__setattr__(hp, "m", None if hp.m.strip().lower() in ("", "none", "n") else int(hp.m))
+
+
+def _check_common(name: str, hp) -> None:
+    check_eta_g(name, hp.eta_g)
+    check_weighting(name, hp.weighting)
+    if not hp.qp_tol > 0:
+        raise ValueError(f"{name}: qp_tol must be > 0, got {hp.qp_tol}")
+    if hp.on_qp_failure not in ON_FAILURE:
+        raise ValueError(f"{name}: on_qp_failure must be one of {ON_FAILURE}, got {hp.on_qp_failure!r}")
+    if not isinstance(hp.per_layer, bool):  # invalid hyperparameters are ValueErrors (make_hyper)
+        raise ValueError(f"{name}: per_layer must be a bool, got {hp.per_layer!r}")  # noqa: TRY004
+
+
+def _check_worker(name: str, hp) -> None:
+    if hp.prev_model not in PREV_MODELS:
+        raise ValueError(f"{name}: prev_model must be one of {PREV_MODELS}, got {hp.prev_model!r}")
+    if not hp.rho_l >= 0:
+        raise ValueError(f"{name}: rho_l must be >= 0, got {hp.rho_l}")
+
+
+def _check_server(name: str, hp) -> None:
+    check_beta(name, "beta1", hp.beta1)
+    check_beta(name, "beta2", hp.beta2)
+    if hp.m is not None and (isinstance(hp.m, bool) or not isinstance(hp.m, int) or hp.m < 0):
+        raise ValueError(f"{name}: m must be a non-negative int or None (= N), got {hp.m!r}")
+    if not hp.rho_g >= 0:
+        raise ValueError(f"{name}: rho_g must be >= 0, got {hp.rho_g}")
+
+
+class _GradMABase(Algorithm):
+    worker_qp = False
+    server_qp = False
+
+    def __init__(self, hp, layout, num_clients):
+        super().__init__(hp, layout, num_clients)
+        self.segments = [(s.start, s.stop) for s in layout.slices] if hp.per_layer else None
+        self.memory_size = 0
+        if self.server_qp:
+            m = num_clients if hp.m is None else hp.m
+            if m > num_clients:
+                raise ValueError(f"{self.name}: memory size m={m} exceeds the number of workers N={num_clients}")
+            self.memory_size = m
+
+    # -- server --
+    def init(self, params):
+        st = {"params": params.clone()}
+        if self.worker_qp:
+            st["qp_l_failures"] = torch.zeros((), dtype=torch.int64)
+        if self.server_qp:
+            st["momentum"] = torch.zeros_like(params)
+            st["qp_g_failures"] = torch.zeros((), dtype=torch.int64)
+            st["qp_g_active"] = torch.zeros((), dtype=torch.int64)  # positive dual variables, last round
+            st["qp_g_correction"] = torch.zeros(())  # ||m~ - m||, last round
+            m = self.memory_size
+            if m > 0:
+                st["D"] = torch.zeros(m, params.numel(), dtype=params.dtype, device=params.device)
+                st["slot_id"] = torch.full((m,), -1, dtype=torch.int64)
+                st["slot_stamp"] = torch.zeros(m, dtype=torch.int64)
+                st["counter"] = torch.zeros(self.num_clients, dtype=torch.int64)
+                st["next_stamp"] = torch.zeros((), dtype=torch.int64)
+        return st
+
+    def aggregate(self, server_state, uplinks, weights, info):
+        hp = self.hp
+        st = dict(server_state)
+        if self.worker_qp:
+            fails = int(uplinks["qp_fail"].to(torch.int64).sum())
+            st["qp_l_failures"] = st["qp_l_failures"] + fails
+            if fails and hp.on_qp_failure == "raise":
+                raise QPFailure(f"{self.name}: the worker QP_l failed (KKT residual > qp_tol={hp.qp_tol}) in "
+                                f"{fails} local steps of round {info.round + 1}")
+        d_i = uplinks["d"]
+        d = self.weighted_mean(d_i, client_weights(weights, hp.weighting))
+        if not self.server_qp:
+            st["params"] = st["params"] - hp.eta_g * d
+            return st
+        m_vec = hp.beta1 * st["momentum"] + d
+        if self.memory_size > 0:
+            st = self._memory_update(st, d_i, info)
+            occupied = (st["slot_id"] >= 0).nonzero().flatten()
+            D = st["D"] if len(occupied) == self.memory_size else st["D"].index_select(
+                0, occupied.to(st["D"].device))  # no copy once the memory is full
+            m_tilde, qinfo = qp.project_large(m_vec, D, self.segments, hp.rho_g, hp.qp_tol)
+            st["qp_g_failures"] = st["qp_g_failures"] + qinfo["failed"]
+            st["qp_g_active"] = torch.tensor(qinfo["active"])
+            st["qp_g_correction"] = torch.linalg.vector_norm(m_tilde - m_vec).detach().cpu()
+            if qinfo["failed"] and hp.on_qp_failure == "raise":
+                raise QPFailure(f"{self.name}: the server QP_g failed in round {info.round + 1} "
+                                f"(KKT residual {qinfo['residual']:.3g} > qp_tol={hp.qp_tol})")
+        else:
+            m_tilde = m_vec
+        st["momentum"] = m_tilde
+        st["params"] = st["params"] - hp.eta_g * m_tilde
+        return st
+
+    def _memory_update(self, st: dict, d_i: torch.Tensor, info) -> dict:
+        """mem_red (Alg. 4) for the sampled workers, then the D update of Alg. 3 (lines 2-8)."""
+        m = self.memory_size
+        ids = [int(i) for i in info.client_ids.tolist()]
+        if len(ids) > m:
+            raise ValueError(f"{self.name}: memory size m={m} must be >= the sampled workers S={len(ids)} "
+                             "(Alg. 4 needs S <= m)")
+        slot_id = st["slot_id"].clone()
+        stamp = st["slot_stamp"].clone()
+        counter = st["counter"].clone()
+        next_stamp = int(st["next_stamp"])
+        sampled = set(ids)
+        slot_of = {int(c): s for s, c in enumerate(slot_id.tolist()) if c >= 0}
+        fresh = []  # slots (re)filled this round: their D row starts from 0, so D[i] = d^(i)
+        for i in ids:
+            if i in slot_of:
+                counter[i] += 1
+                continue
+            free = [s for s in range(m) if int(slot_id[s]) < 0]
+            if not free:
+                # evict the non-sampled stored worker with the smallest counter (ties: earliest stored)
+                _, _, s_out, c_out = min((int(counter[c]), int(stamp[s]), s, c)
+                                         for c, s in slot_of.items() if c not in sampled)
+                counter[c_out] = 0
+                del slot_of[c_out]
+                slot_id[s_out] = -1
+                free = [s_out]
+            s = free[0]
+            slot_id[s], stamp[s] = i, next_stamp
+            next_stamp += 1
+            slot_of[i] = s
+            counter[i] += 1
+            fresh.append(s)
+        D = self.hp.beta2 * st["D"]
+        dev = D.device
+        if fresh:
+            D.index_fill_(0, torch.tensor(fresh, device=dev), 0.0)
+        D.index_add_(0, torch.tensor([slot_of[i] for i in ids], device=dev), d_i.to(D.dtype))
+        return {**st, "D": D, "slot_id": slot_id, "slot_stamp": stamp, "counter": counter,
+                "next_stamp": torch.tensor(next_stamp)}
+
+    # -- worker --
+    def client_init(self, params):
+        if self.worker_qp and self.hp.prev_model == "local":
+            return {"x_prev": params.clone()}
+        return {}
+
+    def local_update(self, ctx, downlink, client_state):
+        x = self.receive(downlink, client_state)
+        if not self.worker_qp:
+            y = self.sgd_loop(ctx, x)
+            return Message.dense(x - y, "d"), client_state
+        local = self.hp.prev_model == "local"
+        y, fails = self.worker_update(ctx, x, client_state["x_prev"] if local else x)
+        up = Message({"d": (x - y).to(torch.float32), "qp_fail": fails.clamp(max=255).to(torch.uint8)})
+        return up, ({"x_prev": y} if local else client_state)
+
+    def worker_update(self, ctx, x, x_prev):
+        """Alg. 2 from x_0 = x with x_{-1} = x_prev; returns (x_I, number of failed QP_l solves)."""
+        opt, hp, segments = ctx.optimizer, self.hp, self.segments
+
+        def step(carry, batch, s):
+            p, p_prev, st, fails = carry
+            g_prev = _aux_grad(ctx, p_prev, batch)  # grad f_i(x_{tau-1})
+            g_glob = _aux_grad(ctx, x, batch)  # grad f_i(x_t)
+            _, g = ctx.loss_and_grad(p, batch)  # g_tau = grad f_i(x_tau), last: it is the logged loss
+            M = torch.stack([g_prev, g_glob, p - x])
+            g_tilde, _, failed = qp.project_small(g, M, segments, hp.rho_l, hp.qp_tol)
+            p_new, st = opt.step(p, g_tilde, st, ctx.lr)
+            return p_new, p, st, fails + failed
+
+        zero = torch.zeros((), dtype=torch.int32, device=x.device)
+        y, _, _, fails = ctx.loop(step, (x, x_prev, opt.init(x), zero))
+        return y, fails
+
+
+@register
+class GradMA(_GradMABase):
+    name = "gradma"
+    worker_qp = True
+    server_qp = True
+
+    @dataclass(frozen=True)
+    class Hyper:
+        eta_g: float = 1.0  # global learning rate (grid {0.1, 1.0, 10.0}; code README 1.0)
+        beta1: float = 0.5  # momentum on m~ (grid {0.1, 0.5, 0.9}; code README 0.5)
+        beta2: float = 0.5  # decay of the memory D (grid {0.1, 0.5, 0.9}; code README 0.5)
+        m: int | None = None  # memory size; None = N (the paper's m = 100 = N); 0 = memory off
+        weighting: str = "uniform"
+        prev_model: str = "local"
+        per_layer: bool = False
+        rho_l: float = 0.0
+        rho_g: float = 0.0
+        qp_tol: float = 1e-6  # KKT residual of the normalised dual accepted as a solution
+        on_qp_failure: str = "raise"
+
+        def __post_init__(self):
+            _convert_m(self)
+
+        def validate(self):
+            _check_common("gradma", self)
+            _check_worker("gradma", self)
+            _check_server("gradma", self)
+
+
+@register
+class GradMAW(_GradMABase):
+    name = "gradma_w"
+    worker_qp = True
+
+    @dataclass(frozen=True)
+    class Hyper:
+        eta_g: float = 1.0
+        weighting: str = "uniform"
+        prev_model: str = "local"
+        per_layer: bool = False
+        rho_l: float = 0.0
+        qp_tol: float = 1e-6
+        on_qp_failure: str = "raise"
+
+        def validate(self):
+            _check_common("gradma_w", self)
+            _check_worker("gradma_w", self)
+
+
+@register
+class GradMAS(_GradMABase):
+    name = "gradma_s"
+    server_qp = True
+
+    @dataclass(frozen=True)
+    class Hyper:
+        eta_g: float = 1.0
+        beta1: float = 0.5
+        beta2: float = 0.5
+        m: int | None = None
+        weighting: str = "uniform"
+        per_layer: bool = False
+        rho_g: float = 0.0
+        qp_tol: float = 1e-6
+        on_qp_failure: str = "raise"
+
+        def __post_init__(self):
+            _convert_m(self)
+
+        def validate(self):
+            _check_common("gradma_s", self)
+            _check_server("gradma_s", self)

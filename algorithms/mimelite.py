@@ -1,0 +1,86 @@
+"""MimeLite (Karimireddy et al., 2020, "Mime", Alg. 1 without the SVRG correction), with the
+momentum base optimizer (their Sec. 3 / App. example: SGD with momentum beta).
+
+The server broadcasts x and its momentum state s (2 fp32 vectors). A sampled client i
+
+* runs local steps that apply the server's optimizer with the *frozen* state s:
+      y <- y - eta_l ( (1 - beta) g_i(y; batch) + beta s )                       (U(g, s), Alg. 1)
+* computes its full-batch gradient at the broadcast point, c_i = grad f_i(x),
+* sends (y_i - x, c_i) (2 fp32 vectors: the "2x" of the GradMA paper's Table 2);
+
+the server updates the state with the full-batch gradients and averages the models:
+
+      s <- (1 - beta) sum_{i in S} p_i c_i + beta s,      x <- x + eta_g sum_{i in S} p_i (y_i - x).
+
+c_i is accumulated during the local loop as the sample-weighted mean of grad f_i(x; batch) over the
+round's minibatches: the exact full-batch gradient when the round covers the local data a whole
+number of times (``local_epochs``), an unbiased estimate with ``local_steps``. This costs one extra
+gradient per step; that gradient does not touch BatchNorm running statistics. ``weighting``:
+``"uniform"`` (default, the paper's 1/|S|) or ``"samples"``. beta = 0 gives FedAvg's models (tested).
+The experiment's local optimizer applies the direction (plain SGD in the paper).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .base import Algorithm, Message, register
+from .fedavgm import check_beta, check_eta_g, check_weighting, client_weights
+
+
+def _aux_grad(ctx, params, batch):
+    """Gradient at ``params`` that leaves the context's BatchNorm running statistics untouched."""
+    saved = getattr(ctx, "buffers", None)
+    _, g = ctx.loss_and_grad(params, batch)
+    if saved is not None:
+        ctx.buffers = saved
+    return g
+
+
+@register
+class MimeLite(Algorithm):
+    name = "mimelite"
+
+    @dataclass(frozen=True)
+    class Hyper:
+        beta: float = 0.9  # momentum of the server's base optimizer
+        eta_g: float = 1.0
+        weighting: str = "uniform"
+
+        def validate(self):
+            check_beta("mimelite", "beta", self.beta)
+            check_eta_g("mimelite", self.eta_g)
+            check_weighting("mimelite", self.weighting)
+
+    def init(self, params):
+        return {"params": params.clone(), "s": torch.zeros_like(params)}
+
+    def broadcast(self, server_state):
+        return Message({"x": server_state["params"].to(torch.float32),
+                        "s": server_state["s"].to(torch.float32)})
+
+    def local_update(self, ctx, downlink, client_state):
+        x = self.receive(downlink, client_state)
+        s_state = downlink["s"]
+        beta = self.hp.beta
+        opt = ctx.optimizer
+
+        def step(carry, batch, s):
+            p, st, c_sum, n_sum = carry
+            n_b = batch.w.sum().to(x.dtype)
+            c_sum = c_sum + n_b * _aux_grad(ctx, x, batch)
+            _, g = ctx.loss_and_grad(p, batch)
+            p, st = opt.step(p, (1 - beta) * g + beta * s_state, st, ctx.lr)
+            return p, st, c_sum, n_sum + n_b
+
+        zero = torch.zeros((), dtype=x.dtype, device=x.device)
+        y, _, c_sum, n_sum = ctx.loop(step, (x, opt.init(x), torch.zeros_like(x), zero))
+        return Message({"delta": y - x, "c": c_sum / n_sum}), client_state
+
+    def aggregate(self, server_state, uplinks, weights, info):
+        p = client_weights(weights, self.hp.weighting)
+        beta = self.hp.beta
+        s = (1 - beta) * self.weighted_mean(uplinks["c"], p) + beta * server_state["s"]
+        x = server_state["params"] + self.hp.eta_g * self.weighted_mean(uplinks["delta"], p)
+        return {**server_state, "params": x, "s": s}
