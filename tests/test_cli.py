@@ -8,10 +8,34 @@ import pytest
 from benchmark.cli import main
 
 
-def test_default_run_prints_a_table(capsys):
-    assert main(["run", "--no-progress", "--executor", "vectorized"]) == 0
+def test_plain_run_is_the_smoke_suite(monkeypatch):
+    from benchmark import runner
+
+    seen = {}
+    monkeypatch.setattr(runner, "main_run_suite", lambda a: seen.setdefault("suite", a.suite) and 0)
+    assert main(["run", "--no-progress"]) == 0
+    assert seen["suite"] == "smoke"
+
+
+def test_smoke_suite_runs_and_prints_its_leaderboard(tmp_path, monkeypatch, capsys):
+    # the smoke suite itself, shortened to 2 rounds so the test stays fast
+    import dataclasses
+
+    from benchmark import runner
+
+    real = runner.load_suite
+
+    def short(name):
+        s = real(name)
+        for c in s.cells:
+            c.experiment = dataclasses.replace(c.experiment, rounds=2, eval_every=1)
+            c.config_hash = c.experiment.config_hash()
+        return s
+
+    monkeypatch.setattr(runner, "load_suite", short)
+    assert main(["run", "--suite", "smoke", "--results", str(tmp_path), "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "fedavg" in out and "dirichlet:0.3" in out and "centralized" in out
+    assert "Leaderboard: smoke" in out and "fedavg" in out and "dirichlet:0.3" in out and "labelcnt:2" in out
 
 
 def test_single_run_writes_record(tmp_path, capsys):
