@@ -468,6 +468,9 @@ def make_hyper(cls: type[Algorithm], args: Mapping[str, Any] | None) -> Any:
         raise ValueError(f"{cls.name}: unknown algorithm_args {unknown}; valid: {sorted(fields) or 'none'}")
     converted = {}
     for k, v in args.items():
+        if isinstance(v, str) and v.lower() in ("none", "null"):
+            converted[k] = None  # e.g. LFL's q1=none: no quantization
+            continue
         default = getattr(cls.Hyper(), k) if all(
             f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
             for f in fields.values()) else None
