@@ -1,0 +1,115 @@
+"""GradMA claims (theory/claims/gradma.py): quick runs, the printed thresholds, the recorders, the decision rule."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from algorithms import qp
+from benchmark import Experiment, run
+from theory import problems
+from theory.claims import HOLDS, INCONCLUSIVE, VERDICTS, VIOLATED, CheckContext, all_claims
+from theory.claims import gradma as G
+
+
+@pytest.mark.parametrize("claim_id", [c.id for c in all_claims(paper="gradma")])
+def test_every_claim_runs_in_quick_mode(claim_id):
+    (c,) = all_claims(claim_id=claim_id)
+    r = c.run(CheckContext(seed=0, quick=True))
+    assert r["verdict"] in VERDICTS
+    assert r["key_number"] != "error", r["evidence"]
+    assert r["evidence"] and r["conditions"]
+    assert r["source"] and r["statement"]
+
+
+def test_corollary1_thresholds_match_the_hand_table():
+    # gradma.md 5.3, I = 5: printed and re-derived T_min
+    cases = {(100, 10, 0.5): (4952, 4952), (100, 5, 0.5): (10286, 10286), (100, 50, 0.5): (775, 3182),
+             (100, 100, 0.5): (1296, 6480), (100, 10, 0.1): (944, 944)}
+    for (N, S, b1), (printed, rederived) in cases.items():
+        t = G.corollary1_tmin(N, S, 5, b1)
+        assert t["printed"] == pytest.approx(printed, abs=1.0)
+        assert t["rederived"] == pytest.approx(rederived, abs=1.0)
+    # S = N: b = 0, so the third threshold is 1280/4 = 320
+    assert G.corollary1_tmin(8, 8, 5, 0.5)["t3"] == pytest.approx(320.0)
+
+
+def test_theorem1_conditions_at_their_boundaries():
+    L, I = 2.0, 5
+    eta = 1 / (math.sqrt(160) * L * I)
+    c = G.theorem1_conditions(eta, 1.0, L, I, 8, 8, 0.5)
+    assert c["eta_l_L_I_sqrt160"] == pytest.approx(1.0) and c["cond1"]
+    assert not G.theorem1_conditions(eta * 1.01, 1.0, L, I, 8, 8, 0.5)["cond1"]
+    # full participation: condition 3 is 320 I^2 eta_l^2 L^2 = 320/T with the Corollary's eta_l
+    for T, ok in [(320, True), (319, False)]:
+        el, eg = G.corollary1_steps(T, 8, I, L)
+        c = G.theorem1_conditions(el, eg, L, I, 8, 8, 0.5)
+        assert c["cond3_lhs"] == pytest.approx(320 / T)
+        assert c["cond3"] is ok
+    # condition 2 by hand: (1-b1)^2 S (N-1) / (I L (b1 S (N-1) + 4 N (S-1)))
+    c = G.theorem1_conditions(0.01, 1.0, 1.0, 5, 10, 2, 0.5)
+    assert c["cond2_rhs"] == pytest.approx(0.25 * 2 * 9 / (5 * (0.5 * 2 * 9 + 4 * 10 * 1)))
+    assert G.corollary1_steps(100, 4, 5, 1.0) == pytest.approx((1 / 50, math.sqrt(4 / 5)))
+    assert G.corollary1_eps_g(16, 1, 1, 1.0) == pytest.approx(16 ** -0.75)
+
+
+def test_train_trace_matches_run_and_records_every_round():
+    p = problems.quadratic(num_clients=4, d=5, samples_per_client=10, seed=3)
+    exp = Experiment(algorithm="gradma", dataset=p.data, num_clients=None, model=p.model, clients_per_round=2,
+                     rounds=4, local_steps=2, batch_size=None, lr=0.05, seed=1, device="cpu", executor="sequential")
+    tr = G.train_trace(exp, executor="sequential", server_keys=("qp_g_correction",))
+    assert tr.params.shape == (5, 5) and len(tr.server["qp_g_correction"]) == 4
+    ref = torch.nn.utils.parameters_to_vector(run(exp).model.parameters()).double()
+    assert torch.allclose(tr.params[-1], ref, atol=1e-6)
+    # a given initial vector replaces the seeded initialisation
+    init = torch.arange(5, dtype=torch.float64)
+    assert torch.equal(G.train_trace(exp, init=init, executor="sequential").params[0], init)
+
+
+def test_projection_recorder_records_the_real_solver_and_restores_it():
+    original = qp.project_small
+    g = torch.tensor([1.0, 0.0, 0.0])
+    M = torch.tensor([[-1.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    with G.record_worker_projection() as log:
+        out, _, _ = qp.project_small(g, M)
+    assert qp.project_small is original
+    gn, corr, z1, _, z3 = log[0]
+    assert gn == pytest.approx(1.0)
+    # projection of (1,0,0) onto {y: -y0 + y1 >= 0, y1 >= 0} is (1/2, 1/2, 0): correction norm sqrt(1/2)
+    assert torch.allclose(out, torch.tensor([0.5, 0.5, 0.0]), atol=1e-6)
+    assert corr == pytest.approx(math.sqrt(0.5), rel=1e-6)
+    assert z1 and not z3
+
+
+def test_projection_stats_shapes_and_activity():
+    log = [(2.0, 0.0, False, False, False), (2.0, 1.0, False, False, True)] * 3
+    st = G._projection_stats(log, rounds=3, clients=1, steps=2)
+    assert st["rel"].shape == (3, 1, 2)
+    assert st["active"][..., 0].sum() == 0 and st["active"][..., 1].all()
+    assert st["rel"][0, 0, 1] == pytest.approx(0.5)
+    with pytest.raises(RuntimeError):
+        G._projection_stats(log[:-1], rounds=3, clients=1, steps=2)
+
+
+def _synthetic(slope_true, seeds=6, noise=0.01, seed=0):
+    rng = np.random.default_rng(seed)
+    xs = np.array([2.0, 4.0, 8.0])
+    return xs, np.exp(np.log(3.0) + slope_true * np.log(xs)[None, :] + noise * rng.normal(size=(seeds, 3)))
+
+
+def test_rate_decision_has_power_against_a_slower_rate():
+    ok = {"all_met": True}
+    xs, m = _synthetic(-0.7)
+    assert G._rate_outcome("S", xs, m, -0.5, ok, {}, "", {}, 1e-3).verdict == HOLDS
+    xs, m = _synthetic(-0.3)  # planted defect: a slower rate than the bound's S^-1/2
+    assert G._rate_outcome("S", xs, m, -0.5, ok, {}, "", {}, 1e-3).verdict == VIOLATED
+    # premises not met: never HOLDS or VIOLATED
+    out = G._rate_outcome("S", xs, m, -0.5, {"all_met": False}, {}, "", {}, 1e-3)
+    assert out.verdict == INCONCLUSIVE and "why_inconclusive" in out.evidence
+
+
+def test_rho_sq_is_the_heterogeneity_at_the_optimum():
+    p = problems.quadratic(num_clients=4, d=5, sigma_g=0.7, samples_per_client=10, seed=2)
+    # the mean over clients of ||grad f_i(x*)||^2 is sigma_g^2; rho^2 is the maximum, hence at least that
+    assert G.rho_sq(p) >= p.sigma_g ** 2 - 1e-9
+    assert G.rho_sq(problems.quadratic(num_clients=4, d=5, sigma_g=0.0, samples_per_client=10)) < 1e-10
