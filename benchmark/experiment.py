@@ -140,8 +140,9 @@ def code_version() -> dict:
         commit = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
                                 timeout=10).stdout.strip() or None
         if commit:
-            st = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10).stdout
+            # untracked (not ignored) files count: a new algorithm module changes results too
+            st = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "algorithms", "benchmark",
+                                 "theory"], capture_output=True, text=True, timeout=10).stdout
             dirty = bool(st.strip())
     except (OSError, subprocess.SubprocessError):
         pass
