@@ -475,6 +475,8 @@ def make_hyper(cls: type[Algorithm], args: Mapping[str, Any] | None) -> Any:
             f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
             for f in fields.values()) else None
         if isinstance(default, bool) and isinstance(v, str):
+            if v.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                raise ValueError(f"{cls.name}: {k} must be true or false, got {v!r}")
             v = v.lower() in ("1", "true", "yes", "on")
         elif isinstance(default, float) and isinstance(v, (int, str)):
             v = float(v)

@@ -1,0 +1,146 @@
+"""BiFL (Yang, Zhang & Yang 2021, "Communication-Efficient Federated Learning with Binary Neural
+Networks") as FedBAT runs it (FedBAT App. B.1, Table 5): clients train a binary neural network (BNN)
+locally and upload the binarized weights (``bifl``, BiFL's "Bi-UpOnly") or their full-precision latent
+weights (``bifl_full``, "BiFL-Full").
+
+Local training (BinaryConnect / BNN, Courbariaux et al. 2015, Hubara et al. 2016): the client keeps
+real-valued latent weights w, starting from the broadcast global model; the forward pass uses
+w_b = sign(w) in {-1, +1} (sign(0) = +1) on the binarized tensors, and the straight-through estimator
+passes the gradient to w where |w| <= ``clip`` (Hubara et al.'s 1[|w| <= 1]):
+
+    dF/dw = dF/dw_b * 1[|w| <= clip]
+
+``binary_weights_ste`` writes this as ``sign(w).detach() + 1[|w|<=clip] (w - w.detach())`` (value exactly
+sign(w)). The experiment's optimizer and learning rate step w. Activations stay real-valued (FedBAT
+describes BiFL as binarizing the weights).
+
+Uplink: ``bifl``: one bit per binarized weight (packed, 8 ceil(d_bin/8) bits) plus the fp32 parameters
+that are not binarized; ``bifl_full``: every latent weight in fp32 (32 d bits). The server sets the global
+model to the weighted mean of the uploaded weights (not updates): for ``bifl`` the mean of the +-1
+weights, which becomes the clients' latent starting point in the next round. The evaluated global
+model is the BNN: ``global_params`` returns sign(w) on the binarized tensors.
+
+Choices the papers leave open, and what is done here: binarized tensors are conv/linear weights
+(``scope="weights"``; BatchNorm affine parameters and biases are trained and sent in fp32); no weight
+scaling factor (BNN's +-1 weights; BatchNorm follows every conv of the FedBAT models); latent weights
+are not clipped after the step; BiFL's ML-based parameter update (BiFL-BiML) is not implemented.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .base import Algorithm, Message, register
+from .compressed_update import split_layout
+from .compression import pack_bits, unpack_bits
+
+SCOPES = ("weights", "all")
+
+
+def sign_pm(w: torch.Tensor) -> torch.Tensor:
+    """sign with sign(0) = +1."""
+    return torch.where(w >= 0, torch.ones_like(w), -torch.ones_like(w))
+
+
+def binary_weights_ste(w: torch.Tensor, clip: float) -> torch.Tensor:
+    """sign(w) in value; gradient 1[|w| <= clip] (straight-through estimator)."""
+    inside = (w.detach().abs() <= clip).to(w.dtype)
+    return sign_pm(w.detach()) + inside * (w - w.detach())
+
+
+@register
+class BiFL(Algorithm):
+    name = "bifl"
+
+    @dataclass(frozen=True)
+    class Hyper:
+        full: bool = False  # True: BiFL-Full, upload the fp32 latent weights
+        clip: float = 1.0  # STE passes the gradient where |w| <= clip (Hubara et al. 2016)
+        scope: str = "weights"  # binarize conv/linear weights | "all"
+
+        def validate(self):
+            if not isinstance(self.full, bool):
+                raise ValueError(f"bifl: full must be True or False, got {self.full!r}")
+            if isinstance(self.clip, bool) or not isinstance(self.clip, (int, float)) \
+                    or not math.isfinite(self.clip) or self.clip <= 0:
+                raise ValueError(f"bifl: clip must be a positive finite number, got {self.clip!r}")
+            if self.scope not in SCOPES:
+                raise ValueError(f"bifl: scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
+
+    def __init__(self, hp, layout, num_clients):
+        super().__init__(hp, layout, num_clients)
+        self.bin_slices, self.fp_slices = split_layout(layout, hp.scope)
+        self._is_bin = {s.name for s in self.bin_slices}
+        self.d_bin = sum(s.numel for s in self.bin_slices)
+
+    def binarized(self, w: torch.Tensor, ste: bool = False) -> torch.Tensor:
+        """The BNN's weights: sign(w) on binarized tensors (with the STE gradient when ``ste``)."""
+        pieces = []
+        for s in self.layout.slices:
+            x = w[..., s.start:s.stop]
+            if s.name in self._is_bin:
+                x = binary_weights_ste(x, float(self.hp.clip)) if ste else sign_pm(x)
+            pieces.append(x)
+        return torch.cat(pieces, dim=-1)
+
+    def global_params(self, server_state):
+        return self.binarized(server_state["params"])
+
+    def encode(self, w: torch.Tensor) -> Message:
+        if self.hp.full:
+            return Message.dense(w, "w")
+        signs = [w[..., s.start:s.stop] >= 0 for s in self.bin_slices]
+        parts = {}
+        if signs:
+            parts["signs"] = pack_bits(torch.cat(signs, dim=-1))
+        if self.fp_slices:
+            parts["fp"] = torch.cat([w[..., s.start:s.stop] for s in self.fp_slices], dim=-1).to(torch.float32)
+        return Message(parts)
+
+    def decode(self, message: Message) -> torch.Tensor:
+        """The uploaded weights (+-1 on binarized tensors for ``bifl``), one client."""
+        if self.hp.full:
+            return message["w"].to(torch.float32)
+        signs = unpack_bits(message["signs"], self.d_bin) if self.bin_slices else None
+        pieces, off, foff = [], 0, 0
+        for s in self.layout.slices:
+            if s.name in self._is_bin:
+                one = torch.ones(s.numel, dtype=torch.float32, device=signs.device)
+                pieces.append(torch.where(signs[off:off + s.numel], one, -one))
+                off += s.numel
+            else:
+                pieces.append(message["fp"][foff:foff + s.numel].to(torch.float32))
+                foff += s.numel
+        return torch.cat(pieces)
+
+    def local_update(self, ctx, downlink, client_state):
+        w0 = self.receive(downlink, client_state)
+
+        def bnn_loss(w, model_fn, batch):
+            return ctx.criterion(model_fn(self.binarized(w, ste=True), batch.x), batch)
+
+        def grad_fn(p, batch, s):
+            return ctx.value_and_grad(bnn_loss, p, batch)
+
+        w = self.sgd_loop(ctx, w0, grad_fn)
+        return self.encode(w.detach()), client_state
+
+    def aggregate(self, server_state, uplinks, weights, info):
+        ws = torch.func.vmap(self.decode)(uplinks)
+        return {**server_state, "params": self.weighted_mean(ws, weights)}
+
+
+@register
+class BiFLFull(BiFL):
+    name = "bifl_full"
+
+    @dataclass(frozen=True)
+    class Hyper:
+        full: bool = True
+        clip: float = 1.0
+        scope: str = "weights"
+
+        def validate(self):
+            BiFL.Hyper.validate(self)

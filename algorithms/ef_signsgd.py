@@ -1,0 +1,56 @@
+"""EF-SignSGD (Karimireddy et al. 2019) in FedBAT's federated form (FedBAT paper, Section 1; App. A.2).
+
+"EF-SignSGD adds the binarization errors from the previous round onto the current model updates before
+conducting another binarization", with the step size alpha = ||m||_1 / d. Client k keeps a residual e_k
+(zero at first) across rounds (per-client state in the engine):
+
+    p = m_{t+1}^k + e_k,     C(p) = (||p||_1 / d) sign(p),     e_k <- p - C(p)
+
+and sends C(p): one bit per entry and the fp32 scale; the server applies sum_k p'_k C(p_k) (Eq. 3 with
+the sent scale). Operator: ``compression.get("ef")`` (error feedback around ``scaled_sign``), whose
+``ef_encode`` does exactly this step. With ``per_layer=True`` (default) p, the scale and e are per
+compressed layer; fp32 parameters (``scope="weights"``: BatchNorm, biases) have no residual.
+
+Open in the paper: whether the memory is per client (clients participate sporadically; here it is per
+client and persists between a client's participations, as in Karimireddy et al.'s worker-side EF) and
+whether alpha is per layer or per model (``per_layer``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import compression
+from .base import Message, register
+from .compressed_update import CompressedUpdate, check_scope
+
+
+@register
+class EFSignSGD(CompressedUpdate):
+    name = "ef_signsgd"
+
+    @dataclass(frozen=True)
+    class Hyper:
+        scope: str = "weights"  # compress conv/linear weights only ("all": every parameter)
+        per_layer: bool = True  # the scale ||p||_1/d and the residual per layer
+
+        def validate(self):
+            check_scope("ef_signsgd", self.scope, self.per_layer)
+
+    def make_operator(self):
+        return compression.get("ef", inner="scaled_sign")
+
+    def client_init(self, params):
+        return {"residual": torch.zeros(self.packer.d_comp, dtype=torch.float32, device=params.device)}
+
+    def encode(self, delta, rng, client_state):
+        residual = client_state["residual"]
+        msgs, new = [], []
+        for group, v in zip(self.packer.groups, self.packer.group_values(delta)):
+            msg, e = self.op.ef_encode(v, residual[..., group.offset:group.offset + group.d], rng)
+            msgs.append(msg)
+            new.append(e)
+        new_residual = torch.cat(new, dim=-1) if new else residual
+        return Message(self._parts(msgs, self.packer.rest_values(delta))), {**client_state,
+                                                                             "residual": new_residual}

@@ -1,0 +1,37 @@
+"""SignSGD (Bernstein et al. 2018) in FedBAT's federated form (FedBAT paper, Section 1, Eq. 3; App. A.2).
+
+Each client trains locally like FedAvg and sends the sign of its update m = w_{t+1}^k - w_t, one bit per
+entry; the server applies a fixed step alpha to the signs (Eq. 3):
+
+    w_{t+1} = w_t + sum_{k in S_t} p'_k * alpha * sign(m_{t+1}^k)
+
+alpha is a hyperparameter that is not sent (FedBAT tuned it over {1, 0.1, 0.01, 0.001}: 0.001 for all
+datasets, the default). sign(0) = +1. Operator: ``compression.get("sign", alpha=...)``. Bits: 8 ceil(d_l/8)
+per compressed layer + 32 per fp32 entry (``scope``/``per_layer``: see ``compressed_update``; with a fixed
+alpha, per-layer and whole-model signs give the same update and differ only by the byte padding).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import compression
+from .base import register
+from .compressed_update import CompressedUpdate, check_positive, check_scope
+
+
+@register
+class SignSGD(CompressedUpdate):
+    name = "signsgd"
+
+    @dataclass(frozen=True)
+    class Hyper:
+        alpha: float = 0.001  # fixed step size of Eq. 3 (FedBAT App. A.2: 0.001 for all datasets)
+        scope: str = "weights"  # compress conv/linear weights only ("all": every parameter)
+        per_layer: bool = True
+
+        def validate(self):
+            check_positive("signsgd", "alpha", self.alpha)
+            check_scope("signsgd", self.scope, self.per_layer)
+
+    def make_operator(self):
+        return compression.get("sign", alpha=float(self.hp.alpha))
