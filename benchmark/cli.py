@@ -5,7 +5,6 @@ import argparse
 import dataclasses
 import json
 import sys
-from pathlib import Path
 
 def _parse_kv(items: list[str] | None, flag: str) -> dict:
     out = {}

@@ -257,7 +257,7 @@ def _cache_read(path: Path):
         if blob.get("version") == CACHE_VERSION:
             return blob
     except Exception as e:  # a truncated or foreign file: rebuild it
-        warnings.warn(f"ignoring unreadable dataset cache {path}: {e}")
+        warnings.warn(f"ignoring unreadable dataset cache {path}: {e}", stacklevel=2)
     return None
 
 
@@ -277,7 +277,7 @@ def _cache_write(path: Path, blob: dict) -> None:
                 os.unlink(tmp)
             raise
     except OSError as e:
-        warnings.warn(f"could not write dataset cache {path}: {e}")
+        warnings.warn(f"could not write dataset cache {path}: {e}", stacklevel=2)
 
 
 def _cached_uint8(root: Path, name: str, sources, build: Callable[[], dict], cache: bool) -> dict:

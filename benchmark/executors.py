@@ -306,7 +306,7 @@ class ClientContext:
             if self._active is not None:
                 a = self._active[s]
                 new, self.buffers, self.loss_sum = tree_map(
-                    lambda n, o: torch.where(a, n, o), (new, self.buffers, self.loss_sum), before)
+                    lambda n, o, a=a: torch.where(a, n, o), (new, self.buffers, self.loss_sum), before)
             carry = new
         return carry
 

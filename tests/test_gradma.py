@@ -258,7 +258,7 @@ def test_server_qp_matches_nnls_on_random_rounds():
     a = algorithms.make("gradma_s", ParamLayout.single(30), 8, {"beta1": 0.7, "beta2": 0.9, "m": 5})
     st = a.init(torch.zeros(30))
     g = torch.Generator().manual_seed(0)
-    for r in range(12):
+    for _ in range(12):
         ids = sorted(torch.randperm(8, generator=g)[:3].tolist())
         m_prev = st["momentum"].clone()
         d = torch.randn(3, 30, generator=g)
