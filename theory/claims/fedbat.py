@@ -43,7 +43,7 @@ from benchmark.federated_dataset import FederatedDataset
 from theory import stats
 from theory.claims import HOLDS, INCONCLUSIVE, VIOLATED, CheckContext, Outcome, claim
 from theory.claims.lfl import (
-    Run,
+    _diverged,
     bound_verdict,
     grad_sq_sup,
     linear_gamma,
@@ -225,18 +225,6 @@ def _sc_runs(theorem: int, seed: int, quick: bool) -> dict:
         "tau": tau,
         "Gamma": linear_gamma(p)["Gamma"],
     }
-
-
-def _diverged(runs: list[Run]) -> Outcome | None:
-    bad = [i for i, r in enumerate(runs) if r.status != "ok" or not np.isfinite(r.params).all()]
-    if bad:
-        return Outcome(
-            INCONCLUSIVE,
-            "diverged",
-            {"diverged_runs": bad},
-            "a run diverged (non-finite parameters); no statistics computed",
-        )
-    return None
 
 
 def _sc_gaps(data: dict) -> tuple[np.ndarray, np.ndarray]:
