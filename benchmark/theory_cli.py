@@ -73,8 +73,11 @@ def write_report(results: list[dict], folder: Path) -> dict:
     counts = defaultdict(int)
     for r in results:
         counts[r["verdict"]] += 1
-    rows = [[f"[{r['id']}](#{r['id'].replace('.', '')})", r["paper"], r["source"], f"**{r['verdict']}**",
-             r["key_number"]] for r in results]
+    def cell(text: str) -> str:  # norms like ||x|| must not split a markdown table cell
+        return str(text).replace("|", "\\|")
+
+    rows = [[f"[{r['id']}](#{r['id'].replace('.', '')})", r["paper"], cell(r["source"]), f"**{r['verdict']}**",
+             cell(r["key_number"])] for r in results]
     md = [f"# Theory report ({version['package']})", "",
           f"Code {version['git_commit'] or '?'}{' (dirty)' if version['git_dirty'] else ''}. "
           f"{len(results)} claims: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ".",
