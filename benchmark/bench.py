@@ -1,0 +1,475 @@
+"""``fedrepro bench``: vectorized vs sequential executor throughput, and the centralized limit.
+
+Everything is measured in one process, on the same work, so only ratios are compared (DESIGN.md,
+Performance). One configuration = a model, K clients of equal size, batch B and S local steps:
+
+* ``sequential`` and ``vectorized``: one FedAvg round through the engine's own pieces
+  (``alg.broadcast`` -> ``executors.get(name).run`` on prepared ``ClientJob``s -> ``alg.aggregate``),
+  from the same server state every repeat, so evaluation and client sampling are excluded;
+* the limit: centralized training of the same model on the same samples, S steps on the K*B samples
+  of the round concatenated into one batch (the same sample-gradients, one weight set). Two plain
+  implementations are timed and the faster one is the limit (the best one can do for this work):
+  ``limit_module`` (an ``nn.Module`` step: forward, ``backward()``, ``torch.optim.SGD``, native
+  BatchNorm) and ``limit_functional`` (``torch.func.grad`` of ``functional_call`` on a flat parameter
+  vector, the machinery the executors use, without vmap).
+
+Throughput is sample-gradients per second (K * B * S per round) and rounds per second (for the limit,
+"equivalent rounds": S centralized steps). Each method is warmed up, then the methods are timed in a
+rotating order ``repeats`` times and the median time is used; CUDA is synchronised around each timing.
+Data are synthetic random tensors (throughput does not depend on the values).
+"""
+from __future__ import annotations
+
+import datetime
+import gc
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+
+SCHEMA = 1
+METHODS = ("sequential", "vectorized", "limit_module", "limit_functional")
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    input_shape: tuple[int, ...]
+    num_classes: int
+    models: tuple[str, ...]
+    local_steps: int  # full run
+    quick_local_steps: int
+    about: str
+
+
+PRESETS = {
+    "fmnist_cnn": Preset("fmnist_cnn", (1, 28, 28), 10, ("fedbat_cnn",), 5, 1,
+                         "FedBAT's FMNIST CNN (4 conv-BN-ReLU-pool) on 1x28x28 inputs"),
+    "digits": Preset("digits", (1, 8, 8), 10, ("logreg", "mlp"), 20, 5,
+                     "the offline digits models (logreg, mlp) on 1x8x8 inputs"),
+}
+
+#: (device type, preset, model, metric, minimum) from issue 4
+TARGETS = (
+    ("cpu", "digits", "logreg", "vectorized_over_sequential", 3.0),
+    ("cuda", "fmnist_cnn", "fedbat_cnn", "vectorized_over_sequential", 20.0),
+    ("cuda", "fmnist_cnn", "fedbat_cnn", "vectorized_over_limit", 0.6),
+)
+
+
+class BenchError(ValueError):
+    """A user error (bad flag, missing device): exit code 2."""
+
+
+@dataclass
+class Config:
+    preset: str
+    model: str
+    input_shape: tuple[int, ...]
+    num_classes: int
+    clients: int
+    batch_size: int
+    local_steps: int
+    samples_per_client: int
+    seed: int = 0
+    lr: float = 0.01
+
+    @property
+    def sample_gradients_per_round(self) -> int:
+        return self.clients * self.batch_size * self.local_steps
+
+
+@dataclass
+class Measurement:
+    config: Config
+    params: int
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+
+    def median(self, method: str) -> float:
+        return statistics.median(self.seconds[method])
+
+    def summary(self) -> dict:
+        c = self.config
+        work = c.sample_gradients_per_round
+        med = {m: self.median(m) for m in self.seconds}
+        best = {m: min(v) for m, v in self.seconds.items()}
+        sgs = {m: work / t for m, t in med.items()}
+        rps = {m: 1.0 / t for m, t in med.items()}
+        limit_kind = max(("limit_module", "limit_functional"), key=lambda m: sgs[m])
+        sgs["limit"], rps["limit"] = sgs[limit_kind], rps[limit_kind]
+        return {
+            "preset": c.preset, "model": c.model, "params": self.params, "input_shape": list(c.input_shape),
+            "num_classes": c.num_classes, "clients": c.clients, "batch_size": c.batch_size,
+            "local_steps": c.local_steps, "samples_per_client": c.samples_per_client,
+            "sample_gradients_per_round": work,
+            "seconds": self.seconds, "median_seconds": med,
+            "sample_gradients_per_s": sgs, "rounds_per_s": rps, "limit_kind": limit_kind,
+            "vectorized_over_sequential": sgs["vectorized"] / sgs["sequential"],
+            "vectorized_over_limit": sgs["vectorized"] / sgs["limit"],
+            "sequential_over_limit": sgs["sequential"] / sgs["limit"],
+            # the same ratios from the fastest repeat of each method (less sensitive to other processes)
+            "min_seconds": best,
+            "vectorized_over_sequential_min": best["sequential"] / best["vectorized"],
+            "vectorized_over_limit_min": (min(best["limit_module"], best["limit_functional"])
+                                          / best["vectorized"]),
+        }
+
+
+# --------------------------------------------------------------------------------------------------
+# Devices
+
+
+def resolve_device(name: str):
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "cuda" or name.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            built = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+            raise BenchError(f"--device {name} was asked for but torch {torch.__version__} ({built}) sees no "
+                             "CUDA device; use --device cpu or --device auto")
+        return torch.device(name)
+    raise BenchError(f"--device must be cpu, cuda or auto, got {name!r}")
+
+
+def _sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _device_name(device) -> str:
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{name} ({os.cpu_count()} logical CPUs)"
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+# --------------------------------------------------------------------------------------------------
+# The work
+
+
+class Workload:
+    """One configuration prepared on a device: a callable per method, each doing one round's work."""
+
+    def __init__(self, cfg: Config, device):
+        import copy
+
+        import numpy as np
+        import torch
+        import torch.nn.functional as F
+        from torch.func import functional_call, grad
+
+        import algorithms
+        from algorithms import optim
+        from algorithms.base import ParamLayout, RoundInfo
+
+        from . import executors as ex
+        from . import models
+        from .federated_dataset import FederatedDataset
+
+        self.cfg, self.device = cfg, device
+        k, b, s, n = cfg.clients, cfg.batch_size, cfg.local_steps, cfg.samples_per_client
+        g = torch.Generator().manual_seed(cfg.seed)
+        clients = [(torch.randn(n, *cfg.input_shape, generator=g),
+                    torch.randint(0, cfg.num_classes, (n,), generator=g)) for _ in range(k)]
+        test = (torch.randn(cfg.num_classes, *cfg.input_shape, generator=g), torch.arange(cfg.num_classes))
+        data = FederatedDataset.from_tensors(clients, test, name="bench-synthetic",
+                                             num_classes=cfg.num_classes).to(device)
+        torch.manual_seed(cfg.seed)
+        module = models.build(cfg.model, cfg.input_shape, cfg.num_classes).to(device)
+        self.params = models.param_count(module)
+
+        # -- the federated round (engine pieces) --
+        fmodel = ex.FunctionalModel(module, data.task)
+        alg = algorithms.make("fedavg", fmodel.layout, k)
+        opt = optim.make("sgd")
+        p0 = torch.nn.utils.parameters_to_vector(module.parameters()).detach().clone()
+        server = alg.init(p0)
+        buffers = {name: t.to(device) for name, t in fmodel.initial_buffers().items()}
+        jobs = []
+        for cid in range(k):
+            part = data.clients[cid].cpu().numpy().astype(np.int64)
+            sch = ex.client_schedule(part, np.random.default_rng([cfg.seed, 2, 0, cid]), None, s, b)
+            jobs.append(ex.ClientJob(cid, sch, alg.client_init(p0), n))
+        x, y = data.x_train, data.y_train
+        n_k = torch.full((k,), float(n), device=device)
+        weights = n_k / n_k.sum()
+        info = RoundInfo(0, torch.arange(k, device=device), k, n_k,
+                         torch.tensor([j.schedule.steps for j in jobs], device=device), cfg.lr)
+
+        def fl_round(executor):
+            def run():
+                downlink = alg.broadcast(server)
+                out = executor.run(alg, fmodel, x, y, downlink, jobs, buffers, opt, cfg.lr, cfg.seed, 0)
+                return alg.aggregate(server, out.uplinks, weights, info)["params"]
+            return run
+
+        # -- the limit: the round's K*B samples of each step as one centralized batch --
+        idx = torch.cat([j.schedule.idx for j in jobs], dim=1).to(device)  # (S, K*B)
+
+        plain = copy.deepcopy(module).train()
+        sgd = torch.optim.SGD(plain.parameters(), lr=cfg.lr)
+        saved = [p.detach().clone() for p in plain.parameters()]
+        saved_bufs = [t.detach().clone() for t in plain.buffers()]
+
+        def limit_module():
+            with torch.no_grad():
+                for p, v in zip(plain.parameters(), saved):
+                    p.copy_(v)
+                for t, v in zip(plain.buffers(), saved_bufs):
+                    t.copy_(v)
+            for step in range(s):
+                i = idx[step]
+                loss = F.cross_entropy(plain(x[i]), y[i])
+                sgd.zero_grad(set_to_none=True)
+                loss.backward()
+                sgd.step()
+            return loss.detach()
+
+        functional = copy.deepcopy(module).train()
+        layout = ParamLayout.from_module(functional)
+        saved_named_bufs = {name: t.detach().clone() for name, t in functional.named_buffers()}
+
+        def loss_fn(p, bufs, xb, yb):  # buffers are an input, so BatchNorm may update them in place
+            return F.cross_entropy(functional_call(functional, (layout.unflatten(p), bufs), (xb,)), yb)
+
+        grad_fn = grad(loss_fn)
+
+        def limit_functional():
+            p = p0
+            bufs = {name: t.clone() for name, t in saved_named_bufs.items()}
+            for step in range(s):
+                i = idx[step]
+                p = p - cfg.lr * grad_fn(p, bufs, x[i], y[i])
+            return p
+
+        self.fns = {"sequential": fl_round(ex.get("sequential")),
+                    "vectorized": fl_round(ex.get("vectorized")),
+                    "limit_module": limit_module, "limit_functional": limit_functional}
+
+    def time_once(self, method: str) -> float:
+        fn = self.fns[method]
+        gc.collect()
+        _sync(self.device)
+        t0 = time.perf_counter()
+        fn()
+        _sync(self.device)
+        return time.perf_counter() - t0
+
+
+def measure(cfg: Config, device, repeats: int, warmup: int, log=None) -> Measurement:
+    """Warm up every method, then time them ``repeats`` times in a rotating order."""
+    w = Workload(cfg, device)
+    m = Measurement(cfg, w.params, {name: [] for name in METHODS})
+    for method in METHODS:
+        for _ in range(warmup):
+            w.time_once(method)
+    for r in range(repeats):
+        order = METHODS[r % len(METHODS):] + METHODS[:r % len(METHODS)]
+        for method in order:
+            m.seconds[method].append(w.time_once(method))
+        if log is not None:
+            log(f"  {cfg.preset}/{cfg.model}: repeat {r + 1}/{repeats} "
+                + " ".join(f"{k}={v[-1]:.3f}s" for k, v in m.seconds.items()))
+    return m
+
+
+# --------------------------------------------------------------------------------------------------
+# Running a set of configurations
+
+
+def configs_from_args(a) -> list[Config]:
+    presets = list(PRESETS) if a.preset == "all" else [a.preset]
+    if a.clients < 1 or a.batch_size < 1:
+        raise BenchError("--clients and --batch-size must be >= 1")
+    if a.local_steps is not None and a.local_steps < 1:
+        raise BenchError("--local-steps must be >= 1")
+    out = []
+    for name in presets:
+        p = PRESETS[name]
+        model_names = p.models if not a.model else tuple(m.strip() for m in a.model.split(",") if m.strip())
+        steps = a.local_steps or (p.quick_local_steps if a.quick else p.local_steps)
+        for model in model_names:
+            out.append(Config(name, model, p.input_shape, p.num_classes, a.clients, a.batch_size, steps,
+                              samples_per_client=4 * a.batch_size, seed=a.seed))
+    return out
+
+
+def evaluate_targets(device_type: str, summaries: list[dict]) -> list[dict]:
+    out = []
+    for dev, preset, model, metric, minimum in TARGETS:
+        for s in summaries:
+            if dev == device_type and s["preset"] == preset and s["model"] == model:
+                out.append({"device": dev, "preset": preset, "model": model, "metric": metric,
+                            "minimum": minimum, "value": s[metric], "met": s[metric] >= minimum})
+    return out
+
+
+def run_bench(a, log=None) -> dict:
+    import torch
+
+    device = resolve_device(a.device)
+    if a.threads is not None and a.threads < 1:
+        raise BenchError("--threads must be >= 1")
+    threads_before = torch.get_num_threads()
+    if a.threads is not None:
+        torch.set_num_threads(a.threads)
+    try:
+        return _run_bench(a, device, log)
+    finally:
+        torch.set_num_threads(threads_before)  # leave the process as it was (tests, notebooks)
+
+
+def _run_bench(a, device, log) -> dict:
+    import torch
+
+    if a.repeats is not None and a.repeats < 1:
+        raise BenchError("--repeats must be >= 1")
+    if a.warmup is not None and a.warmup < 0:
+        raise BenchError("--warmup must be >= 0")
+    repeats = a.repeats or (3 if a.quick else 5)
+    warmup = a.warmup if a.warmup is not None else 1
+    cfgs = configs_from_args(a)
+    from . import models
+
+    for c in cfgs:
+        if c.model not in models.names():
+            raise BenchError(f"unknown model {c.model!r}; see `fedrepro list models`")
+
+    load_before = _load()
+    cpus = os.cpu_count() or 1
+    if log is not None and device.type == "cpu" and load_before and load_before[0] > cpus:
+        log(f"warning: load average {load_before[0]} on {cpus} CPUs: other processes compete for the cores, "
+            f"timings will be noisy (with {torch.get_num_threads()} torch threads, badly so; --threads 1 is "
+            "steadier on a loaded machine)")
+    t0 = time.perf_counter()
+    summaries = []
+    for c in cfgs:
+        if log is not None:
+            log(f"measuring {c.preset}/{c.model}: {c.clients} clients x batch {c.batch_size} x "
+                f"{c.local_steps} local steps on {device}")
+        summaries.append(measure(c, device, repeats, warmup, log).summary())
+    from .experiment import code_version
+
+    head = summaries[0]
+    return {
+        "schema": SCHEMA,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": str(device), "device_name": _device_name(device),
+        "torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads(),
+        "quick": bool(a.quick), "repeats": repeats, "warmup": warmup,
+        "load_average_before": load_before, "load_average_after": _load(),
+        "wall_seconds": time.perf_counter() - t0,
+        "code_version": code_version(),
+        "headline": f"{head['preset']}/{head['model']}",
+        "vectorized_over_sequential": head["vectorized_over_sequential"],
+        "vectorized_over_limit": head["vectorized_over_limit"],
+        "throughput": {"unit": "sample-gradients/s", **{m: head["sample_gradients_per_s"][m]
+                                                       for m in ("sequential", "vectorized", "limit")}},
+        "configs": summaries,
+        "targets": evaluate_targets(device.type, summaries),
+    }
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def table(result: dict) -> str:
+    from tabulate import tabulate
+
+    rows = []
+    for s in result["configs"]:
+        sg, rp = s["sample_gradients_per_s"], s["rounds_per_s"]
+        lim = "module" if s["limit_kind"] == "limit_module" else "functional"
+        rows.append([s["preset"], s["model"], f"{s['params']:,}",
+                     f"{s['clients']}x{s['batch_size']}x{s['local_steps']}",
+                     _fmt(sg["sequential"]), _fmt(sg["vectorized"]), f"{_fmt(sg['limit'])} ({lim})",
+                     f"{rp['sequential']:.3g}", f"{rp['vectorized']:.3g}",
+                     f"{s['vectorized_over_sequential']:.2f}x ({s['vectorized_over_sequential_min']:.2f}x)",
+                     f"{s['vectorized_over_limit']:.0%} ({s['vectorized_over_limit_min']:.0%})"])
+    headers = ["preset", "model", "params", "clients x batch x steps", "sequential sg/s", "vectorized sg/s",
+               "limit sg/s", "seq rounds/s", "vec rounds/s", "vec/seq", "vec/limit"]
+    lines = [(f"fedrepro bench on {result['device']} ({result['device_name']}), torch {result['torch']}, "
+              f"{result['threads']} threads, median of {result['repeats']}; load average "
+              f"{result['load_average_before']} -> {result['load_average_after']}"),
+             tabulate(rows, headers=headers, tablefmt="github"),
+             ("sg/s = sample-gradients per second; limit = centralized training of the same model on the "
+              "same K*B samples per step (the faster of an nn.Module step and a torch.func.grad step); "
+              "throughputs and ratios from median times, ratios in parentheses from the fastest repeats.")]
+    for t in result["targets"]:
+        lines.append(f"target {t['device']} {t['preset']}/{t['model']}: {t['metric']} >= {t['minimum']:g}: "
+                     f"{t['value']:.2f} -> {'met' if t['met'] else 'NOT met'}")
+    return "\n".join(lines)
+
+
+def cmd_bench(a) -> int:
+    log = None if a.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    try:
+        result = run_bench(a, log)
+    except (BenchError, ValueError) as e:  # ValueError: e.g. a model that does not fit the preset's inputs
+        print(f"fedrepro bench: {e}", file=sys.stderr)
+        return 2
+    text = json.dumps(result, indent=1)
+    if a.out:
+        d = os.path.dirname(os.path.abspath(a.out))
+        os.makedirs(d, exist_ok=True)
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+        print(f"wrote {a.out}", file=sys.stderr)
+    print(text if a.json else table(result))
+    ok = all(math.isfinite(s["vectorized_over_sequential"]) for s in result["configs"])
+    return 0 if ok else 1
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "bench", help="throughput: vectorized vs sequential executor, and the centralized limit",
+        description="Measures, in one process and on the same work, one FedAvg round of the sequential and "
+                    "the vectorized executor and centralized training on the same samples (the limit), and "
+                    "prints throughputs and ratios. Presets: "
+                    + "; ".join(f"{k}: {v.about} (local steps {v.local_steps}, --quick {v.quick_local_steps})"
+                                for k, v in PRESETS.items()) + ".")
+    p.add_argument("--preset", choices=[*PRESETS, "all"], default="fmnist_cnn",
+                   help="configuration(s) to measure (default fmnist_cnn)")
+    p.add_argument("--model", help="model name(s), comma-separated, replacing the preset's models "
+                                    "(default: fmnist_cnn -> fedbat_cnn; digits -> logreg,mlp)")
+    p.add_argument("--device", default="auto", help="cpu | cuda | auto (default auto)")
+    p.add_argument("--clients", type=int, default=10, help="clients per round (default 10)")
+    p.add_argument("--batch-size", type=int, default=64, help="local batch size (default 64)")
+    p.add_argument("--local-steps", type=int, help="local steps per round (default: the preset's)")
+    p.add_argument("--repeats", type=int, help="timed repeats, median reported (default 5; --quick 3)")
+    p.add_argument("--warmup", type=int, help="untimed warm-up rounds per method (default 1)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's default)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic data and model (default 0)")
+    p.add_argument("--quick", action="store_true", help="fewer local steps and repeats (under a minute on a "
+                                                       "2-core CPU)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--out", help="also write the JSON object to this file")
+    p.set_defaults(func=cmd_bench)
