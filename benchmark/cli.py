@@ -70,12 +70,9 @@ def _experiment_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--download", action="store_true", default=None, help="download real datasets if missing")
 
 
-_FIELD_OF_FLAG = {"algorithm_args": "algorithm_args", "dataset_args": "dataset_args", "model_args": "model_args"}
-
-
 def _experiments_from_args(a) -> tuple[list, bool]:
     """Experiments the flags ask for, and whether any experiment flag was given at all."""
-    from .experiment import Experiment
+    from .experiment import DICT_FIELDS, Experiment
 
     fields = {f.name for f in dataclasses.fields(Experiment)}
     given = {}
@@ -83,7 +80,7 @@ def _experiments_from_args(a) -> tuple[list, bool]:
         v = getattr(a, name, None)
         if v is None:
             continue
-        if name in _FIELD_OF_FLAG:
+        if name in DICT_FIELDS:
             v = _parse_kv(v, "--" + name.replace("_", "-"))
         given[name] = v
     if a.local_steps is not None:

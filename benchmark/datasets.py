@@ -202,6 +202,11 @@ def _resolve(name: str) -> tuple[str, dict]:
     raise ValueError(f"unknown dataset {name!r}.{did} Known datasets: {', '.join(known)}")
 
 
+def options(name: str) -> dict:
+    """The options dataset ``name`` accepts, with their defaults."""
+    return dict(_REGISTRY[_resolve(name)[0]].options)
+
+
 def load(name: str, data_root=None, download: bool = False, seed: int = 0, **options) -> FederatedDataset:
     """Load dataset ``name`` as a :class:`FederatedDataset` (tensors on the CPU).
 
@@ -740,5 +745,5 @@ def _synthetic(root, download, seed, alpha, beta, num_clients, iid, train_frac, 
                             num_classes=SYNTHETIC_CLASSES, clients=clients, meta=meta)
 
 
-__all__ = ["load", "names", "info", "default_data_root", "synthetic_arrays", "NORMALIZATION",
+__all__ = ["load", "names", "info", "options", "default_data_root", "synthetic_arrays", "NORMALIZATION",
            "FEDBAT_NORMALIZATION", "IMAGENET_STATS", "DIGITS_SPLIT_SEED"]

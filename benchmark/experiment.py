@@ -24,6 +24,8 @@ from .federated_dataset import FederatedDataset
 
 RECORD_SCHEMA = 1
 
+# fields whose value is a dict of options (merged key by key by suites and the CLI)
+DICT_FIELDS = ("algorithm_args", "dataset_args", "model_args")
 # fields that say how a run is executed, not what is computed: left out of the config hash
 _HOW_FIELDS = ("executor", "executor_used", "device", "data_root", "download")
 
@@ -101,6 +103,13 @@ class Experiment:
 
     def config_hash(self) -> str:
         return config_hash(self.config())
+
+    def loop_config(self) -> engine.LoopConfig:
+        """The round loop's settings for this experiment."""
+        return engine.LoopConfig(self.rounds, self.clients_per_round,
+                                 None if self.local_steps else self.local_epochs, self.local_steps,
+                                 self.batch_size, self.lr, self.lr_decay, self.eval_every, self.seed,
+                                 self.eval_train_samples)
 
 
 def config_hash(config: dict) -> str:
@@ -213,7 +222,8 @@ def load_dataset(exp: Experiment, device: torch.device) -> FederatedDataset:
         from . import datasets
 
         opts = dict(exp.dataset_args)
-        if exp.dataset.startswith("synthetic") and exp.num_clients is not None \
+        # datasets with natural clients generate num_clients of them (unless re-partitioned)
+        if "num_clients" in datasets.options(exp.dataset) and exp.num_clients is not None \
                 and exp.partition in ("auto", "natural"):
             opts.setdefault("num_clients", exp.num_clients)
         data = datasets.load(exp.dataset, data_root=exp.data_root, download=exp.download, seed=exp.seed, **opts)
@@ -289,9 +299,7 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False) -
                          f"(labels 0/1), but {data.name!r} has {data.num_classes}")
     alg = algorithms.make(exp.algorithm, fmodel.layout, len(parts), exp.algorithm_args)
     executor = "vectorized" if exp.executor == "auto" else exp.executor
-    cfg = engine.LoopConfig(exp.rounds, k, None if exp.local_steps else exp.local_epochs, exp.local_steps,
-                            exp.batch_size, exp.lr, exp.lr_decay, exp.eval_every, exp.seed,
-                            exp.eval_train_samples)
+    cfg = exp.loop_config()
     opt = optim.make(exp.optimizer, exp.momentum, exp.weight_decay)
 
     callback, bar = None, None

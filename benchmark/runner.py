@@ -24,13 +24,13 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from . import store
+from .experiment import DICT_FIELDS as _DICT_FIELDS
 from .experiment import Experiment, code_version, config_hash
 
 SUITES_DIR = Path(__file__).parent / "suites"
 _TOP_KEYS = {"name", "description", "paper", "requires", "metric", "defaults", "matrix", "override", "reference",
              "notes"}
 _FIELDS = {f.name for f in dataclasses.fields(Experiment)}
-_DICT_FIELDS = {"algorithm_args", "dataset_args", "model_args"}
 FINISHED = ("ok", "diverged")  # statuses that are not run again; "failed" cells are retried
 
 

@@ -19,6 +19,7 @@ records the global parameters after every round (and chosen server-state scalars
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -84,8 +85,8 @@ def train_trace(exp: Experiment, *, init: torch.Tensor | None = None, executor: 
     alg.aggregate = recording_aggregate  # instance attribute: this run only
     if patch is not None:
         patch(alg)
-    cfg = engine.LoopConfig(exp.rounds, exp.clients_per_round, None if exp.local_steps else exp.local_epochs,
-                            exp.local_steps, exp.batch_size, exp.lr, exp.lr_decay, exp.rounds, exp.seed, None)
+    # evaluation once, after the last round, on the whole training set
+    cfg = dataclasses.replace(exp.loop_config(), eval_every=exp.rounds, eval_train_samples=None)
     opt = optim.make(exp.optimizer, exp.momentum, exp.weight_decay)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the toy models are tiny: intra-op threads only add overhead on a loaded CPU
