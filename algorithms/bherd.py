@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import torch
 
 from . import herding
-from .base import Algorithm, Message, register
+from .base import Algorithm, Message, diagnose, register
 
 SELECTIONS = ("herding", "random", "closest")
 BASES = ("fedavg", "fednova")
@@ -104,10 +104,7 @@ class HerdedSteps:
     """BHerd's local phase as a mixin, for any ``Algorithm`` whose ``hp`` has the fields of ``Selection``."""
 
     def select(self, ctx, Z: torch.Tensor, valid: torch.Tensor, k) -> torch.Tensor:
-        """Boolean mask of the k kept rows of ``Z``: greedy herding (Algorithm 2) or a control.
-
-        (A method, so that the theory checks can record every selection by wrapping it.)
-        """
+        """Boolean mask of the k kept rows of ``Z``: greedy herding (Algorithm 2) or a control."""
         if self.hp.selection == "herding":
             return herding.greedy_herding(Z, valid, k)[0]
         if self.hp.selection == "random":
@@ -123,7 +120,12 @@ class HerdedSteps:
         """
         _, Z, valid = stored_steps_loop(ctx, w0, grad_fn)
         k = kept_count(self.hp.alpha, ctx.steps)
-        g = self.select(ctx, Z, valid, k).to(Z.dtype) @ Z  # sum of the kept steps (eta g_i, Eq. 6)
+        sel = self.select(ctx, Z, valid, k)
+        # for observers: the stored steps z_l (rows: valid ones are real), which rows are real, which are kept
+        diagnose(ctx, "herd_steps", Z)
+        diagnose(ctx, "herd_valid", valid)
+        diagnose(ctx, "herd_selected", sel)
+        g = sel.to(Z.dtype) @ Z  # sum of the kept steps (eta g_i, Eq. 6)
         if self.hp.rescale == "alpha":
             return g / self.hp.alpha
         return g * (ctx.steps.to(Z.dtype) / k.to(Z.dtype))

@@ -586,12 +586,26 @@ class StochasticSign(Operator):
         return _signed(unpack_bits(message["signs"], d), step)
 
 
+def binary_code(x: torch.Tensor, alpha: torch.Tensor, zeta: torch.Tensor) -> torch.Tensor:
+    """FedBAT's binarization S(x, alpha) = alpha c (Eqs. 6-7) as its code c in {-1, +1}: the clip outside
+    [-alpha, alpha]; inside, c = 2 floor((alpha + x)/(2 alpha) + zeta) - 1, i.e. +1 w.p. (alpha + x)/(2 alpha),
+    for zeta ~ U(0, 1). ``alpha`` is a scalar or broadcasts against ``x``; alpha = 0 gives S = 0 (x = 0).
+    No gradient (``algorithms.fedbat.binarize_ste`` adds the straight-through ones). This one function
+    makes the bits of FedBAT's uplink and of the ``binarize`` operator the theory checks."""
+    x, alpha, zeta = x.detach(), torch.as_tensor(alpha).detach(), zeta.detach()
+    inside = x.abs() <= alpha
+    b = torch.floor((alpha + x) / (2 * _safe(alpha)) + zeta).clamp(0, 1)
+    outside = torch.where(x >= 0, torch.ones_like(x), -torch.ones_like(x))
+    return torch.where(inside, 2 * b - 1, outside)
+
+
 class Binarize(Operator):
-    """FedBAT's stochastic binarization S(x, alpha) (Eqs. 6-7).
+    """FedBAT's stochastic binarization S(x, alpha) (Eqs. 6-7), the operator FedBAT's uplink sends with.
 
     ``S(x_i) = alpha`` if x_i > alpha, ``-alpha`` if x_i < -alpha, and for |x_i| <= alpha
     ``+alpha`` w.p. ``(alpha + x_i)/(2 alpha)``, ``-alpha`` otherwise (Eq. 7: the bit is
-    ``floor((alpha + x)/(2 alpha) + zeta)`` with zeta ~ U(0,1)). ``alpha=None`` means
+    ``floor((alpha + x)/(2 alpha) + zeta)`` with zeta ~ U(0,1); :func:`binary_code`, which
+    ``algorithms.fedbat`` applies per layer with its learned or inf-norm alpha). ``alpha=None`` means
     ``alpha = ||x||_inf`` (the theory variant, Sec. 1.5 / App. C.1), which makes S unbiased; x = 0 then
     has alpha = 0 and S(0) := 0. Sends one bit per entry and alpha (fp32): ``8 ceil(d/8) + 32`` bits.
 
@@ -631,9 +645,13 @@ class Binarize(Operator):
         x, rng = _vec(x), as_rng(rng)
         d = x.shape[-1]
         alpha = _amax(x.abs()) if self.alpha is None else torch.tensor(self.alpha, device=x.device)
-        p_plus = ((alpha + x) / (2 * _safe(alpha))).clamp(0, 1)
-        bits = _uniform(rng, d, x) < p_plus
-        return Message({"signs": pack_bits(bits), "alpha": alpha.to(torch.float32)}, self._meta(d))
+        return self.encode_with(x, alpha, _uniform(rng, d, x))
+
+    def encode_with(self, x: torch.Tensor, alpha: torch.Tensor, zeta: torch.Tensor) -> Message:
+        """The message of S(x, alpha) for the noise ``zeta`` (d uniforms): packed bits and alpha (fp32)."""
+        bits = binary_code(x, alpha, zeta) > 0
+        return Message({"signs": pack_bits(bits), "alpha": torch.as_tensor(alpha).to(torch.float32)},
+                       self._meta(x.shape[-1]))
 
     def decode(self, message):
         d = message.meta["d"]

@@ -14,6 +14,8 @@ Straight-through derivatives (Eq. 8-9), floor() treated as the identity:
     dS/dx     = 1[|x| <= alpha]
     dS/dalpha = 1 (x > alpha),  -1 (x < -alpha),  2 floor((alpha + x)/(2 alpha) + zeta) - (x + alpha)/alpha  (in range)
 
+The bits come from ``algorithms.compression.binary_code``, the function the ``binarize`` operator
+(``compression.Binarize``, the operator of the theory checks) encodes with; FedBAT applies it per layer.
 ``binarize_ste`` writes S as a differentiable expression whose value is exactly Eq. 6-7 and whose
 torch.func gradients are exactly Eq. 8-9 (detached bit c = 2b - 1, plus a zero-valued term
 ``1[|x|<=alpha] (t - t.detach())`` with ``t = x - alpha * (x/alpha).detach()``), so it runs under
@@ -70,9 +72,9 @@ from typing import ClassVar
 
 import torch
 
-from .base import Algorithm, Message, register
+from .base import Algorithm, Message, diagnose, register
 from .compressed_update import assemble_signed, split_layout
-from .compression import pack_bits, unpack_bits
+from .compression import binary_code, pack_bits, unpack_bits
 
 SCOPES = ("weights", "all")
 ALPHA_MODES = ("learned", "inf")
@@ -81,16 +83,6 @@ UPLINKS = ("binary", "fp32")
 
 def _safe(a: torch.Tensor) -> torch.Tensor:
     return torch.where(a > 0, a, torch.ones_like(a))
-
-
-def binary_code(x: torch.Tensor, alpha: torch.Tensor, zeta: torch.Tensor) -> torch.Tensor:
-    """c in {-1, +1} with S(x, alpha) = alpha c (Eq. 6-7): the clip outside [-alpha, alpha], inside
-    c = 2 floor((alpha + x)/(2 alpha) + zeta) - 1, i.e. +1 w.p. (alpha + x)/(2 alpha). No gradient."""
-    x, alpha, zeta = x.detach(), alpha.detach(), zeta.detach()
-    inside = x.abs() <= alpha
-    b = torch.floor((alpha + x) / (2 * _safe(alpha)) + zeta).clamp(0, 1)
-    outside = torch.where(x >= 0, torch.ones_like(x), -torch.ones_like(x))
-    return torch.where(inside, 2 * b - 1, outside)
 
 
 def binarize_ste(x: torch.Tensor, alpha: torch.Tensor, zeta: torch.Tensor) -> torch.Tensor:
@@ -264,6 +256,8 @@ class FedBAT(Algorithm):
             alpha0 = torch.where(never, self.initial_step_size(m), alpha0)
             alpha_e = torch.where(never, torch.zeros_like(alpha_e), alpha_e)
         alpha = self.step_size(m, alpha_e, alpha0).detach()
+        diagnose(ctx, "latent_update", m)  # for observers: the m and alpha the upload binarizes
+        diagnose(ctx, "step_size", alpha)
         return self.encode(m.detach(), alpha, zeta_up), client_state
 
     def aggregate(self, server_state, uplinks, weights, info):

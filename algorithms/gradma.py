@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import torch
 
 from . import qp
-from .base import Algorithm, Message, register
+from .base import Algorithm, Message, diagnose, register
 from .fedavgm import check_beta, check_eta_g, check_weighting, client_weights
 
 PREV_MODELS = ("local", "global")
@@ -229,13 +229,24 @@ class _GradMABase(Algorithm):
             _, g_glob = ctx.loss_and_grad(x, batch, update_stats=False)  # grad f_i(x_t)
             _, g = ctx.loss_and_grad(p, batch)  # g_tau = grad f_i(x_tau), last: it is the logged loss
             M = torch.stack([g_prev, g_glob, p - x])
-            g_tilde, _, failed = qp.project_small(g, M, segments, hp.rho_l, hp.qp_tol)
+            g_tilde, z, failed = qp.project_small(g, M, segments, hp.rho_l, hp.qp_tol)
+            diagnose(ctx, "qp_l", lambda: qp_l_diagnostic(g, g_tilde, z))
             p_new, st = opt.step(p, g_tilde, st, ctx.lr)
             return p_new, p, st, fails + failed
 
         zero = torch.zeros((), dtype=torch.int32, device=x.device)
         y, _, _, fails = ctx.loop(step, (x, x_prev, opt.init(x), zero))
         return y, fails
+
+
+def qp_l_diagnostic(g: torch.Tensor, g_tilde: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """The worker-side QP_l of one local step, for observers (float64): (||g||, ||g~ - g||, then 1.0 where
+    the dual variable of each column [grad f_i(x_{tau-1}), grad f_i(x_t), x_tau - x_t] is positive, in any
+    segment): the size of the correction that Assumption 4 bounds by eps_l."""
+    zz = z.detach().double().reshape(-1, z.shape[-1]).amax(0)
+    norms = torch.stack([torch.linalg.vector_norm(g.detach().double()),
+                         torch.linalg.vector_norm((g_tilde - g).detach().double())])
+    return torch.cat([norms, (zz > 0).double()])
 
 
 @register

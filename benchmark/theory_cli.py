@@ -65,34 +65,68 @@ def _fmt_evidence(ev, depth: int = 0) -> list[str]:
     return lines
 
 
-def write_report(results: list[dict], folder: Path) -> dict:
+VERDICT_ORDER = ("HOLDS", "VIOLATED", "INCONCLUSIVE", "UNINFORMATIVE")
+KIND_TITLES = {"paper": "paper claims", "derived": "derived statements"}
+
+
+def summary_counts(results: list[dict]) -> dict:
+    """{kind: {verdict: count}} (kinds "paper" and "derived"), for the report's summary."""
+    out: dict = {}
+    for r in results:
+        k = r.get("kind", "paper")
+        out.setdefault(k, {v: 0 for v in VERDICT_ORDER})
+        out[k][r["verdict"]] = out[k].get(r["verdict"], 0) + 1
+    return out
+
+
+def _counts_line(counts: dict) -> str:
+    parts = []
+    for kind in ("paper", "derived"):
+        c = counts.get(kind)
+        if not c:
+            continue
+        n = sum(c.values())
+        parts.append(f"{n} {KIND_TITLES[kind]}: " + ", ".join(f"{c[v]} {v}" for v in VERDICT_ORDER if c.get(v)))
+    return "; ".join(parts) + "."
+
+
+def write_report(results: list[dict], folder: Path, provenance: dict | None = None) -> dict:
+    """report.md, report.json and the plots. ``provenance``: {"code_hash", "hashed_files"} of
+    ``theory.provenance`` (recorded so that a test can tell when the report is stale)."""
     from tabulate import tabulate
 
     folder.mkdir(parents=True, exist_ok=True)
     version = code_version()
-    counts = defaultdict(int)
-    for r in results:
-        counts[r["verdict"]] += 1
+    counts = summary_counts(results)
+
     def cell(text: str) -> str:  # norms like ||x|| must not split a markdown table cell
         return str(text).replace("|", "\\|")
 
-    rows = [[f"[{r['id']}](#{r['id'].replace('.', '')})", r["paper"], cell(r["source"]), f"**{r['verdict']}**",
-             cell(r["key_number"])] for r in results]
+    rows = [[f"[{r['id']}](#{r['id'].replace('.', '')})", r.get("kind", "paper"), r["paper"], cell(r["source"]),
+             f"**{r['verdict']}**", cell(r["key_number"])] for r in results]
     md = [f"# Theory report ({version['package']})", "",
           f"Code {version['git_commit'] or '?'}{' (dirty)' if version['git_dirty'] else ''}. "
-          f"{len(results)} claims: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ".",
-          "",
-          "Each claim is a statement from a paper with a check that can fail. HOLDS: the statistics support it at "
-          "the stated false-alarm rate. VIOLATED: the numbers contradict it (a finding, reported with its "
-          "evidence). INCONCLUSIVE: too little power, or the premises do not apply.", "",
-          tabulate(rows, headers=["claim", "paper", "source", "verdict", "key number"], tablefmt="github"), ""]
+          f"{len(results)} claims. {_counts_line(counts)}", "",
+          "Each claim is a statement with a check that can fail. Its kind: a *paper* claim (a lemma, theorem or "
+          "sentence of the paper) or a *derived* statement (a reference formula, a consequence the paper does not "
+          "state, a property of the implementation). HOLDS: the statistics support it at the stated false-alarm "
+          "rate. VIOLATED: the numbers contradict it (a finding, reported with its evidence). INCONCLUSIVE: too "
+          "little power, or the premises do not apply (the evidence says which). UNINFORMATIVE: not contradicted, "
+          "but an algorithm that never moves would pass the same check (the bound is loose at every horizon the "
+          "check reaches; the evidence gives the slack and the horizon where it would bite). Bound checks report "
+          "their slack, bound / measured.", ""]
+    if provenance:
+        md += [f"Code hash {provenance['code_hash'][:16]} over {len(provenance['hashed_files'])} files (theory/ and "
+               "the algorithms the claims use; see theory/provenance.py).", ""]
+    md += [tabulate(rows, headers=["claim", "kind", "paper", "source", "verdict", "key number"], tablefmt="github"),
+           ""]
     by_paper = defaultdict(list)
     for r in results:
         by_paper[r["paper"]].append(r)
     for paper, rs in sorted(by_paper.items()):
         md += [f"## {PAPER_TITLES.get(paper, paper)}", ""]
         for r in rs:
-            md += [f"### {r['id']}", "", f"*{r['source']}*: {r['statement']}", "",
+            md += [f"### {r['id']}", "", f"*{r['source']}* ({r.get('kind', 'paper')}): {r['statement']}", "",
                    f"**{r['verdict']}** ({r['key_number']}); false-alarm rate {r['false_alarm']:g}; "
                    f"{r['seconds']:.1f} s{' (quick mode)' if r['quick'] else ''}.", ""]
             if r.get("conditions"):
@@ -104,12 +138,14 @@ def write_report(results: list[dict], folder: Path) -> dict:
                     md += [f"![{name}]({fname})", ""]
     (folder / "report.md").write_text("\n".join(md))
     payload = {"code_version": version, "environment": environment(__import__("torch").device("cpu")),
+               "summary": counts, **(provenance or {}),
                "claims": [{k: v for k, v in r.items() if k != "series"} for r in results]}
     store.write_json_atomic(folder / "report.json", json.loads(json.dumps(payload, default=str)), indent=1)
     return {"markdown": folder / "report.md", "json": folder / "report.json"}
 
 
 def cmd_theory(a) -> int:
+    from theory import provenance
     from theory.claims import CheckContext, all_claims
 
     try:
@@ -130,14 +166,16 @@ def cmd_theory(a) -> int:
     folder = Path(a.out) if a.out else Path(a.results) / "theory" / code_version()["package"]
     if a.paper or a.claim:
         folder = folder / "partial"  # a subset never overwrites the full report
-    paths = write_report(results, folder)
+    files = provenance.file_hashes()
+    paths = write_report(results, folder, {"code_hash": provenance.code_hash(files), "hashed_files": files})
     if a.json:
         print(json.dumps([{k: v for k, v in r.items() if k != "series"} for r in results], indent=1, default=str))
     else:
         from tabulate import tabulate
 
-        print(tabulate([[r["id"], r["source"], r["verdict"], r["key_number"]] for r in results],
-                       headers=["claim", "source", "verdict", "key number"], tablefmt="github"))
+        print(tabulate([[r["id"], r["kind"], r["source"], r["verdict"], r["key_number"]] for r in results],
+                       headers=["claim", "kind", "source", "verdict", "key number"], tablefmt="github"))
+        print(f"{len(results)} claims. {_counts_line(summary_counts(results))}")
     print(f"wrote {paths['markdown']} and {paths['json']}", file=sys.stderr)
     return 0
 

@@ -100,3 +100,20 @@ def test_cli_theory_qsgd_quick(tmp_path):
     for cid in mine:
         assert cid in md
     assert "Lemma 3.1" in md and "HOLDS" in md
+
+
+def test_fedbat_uplink_and_the_checked_operator_are_one_binarizer():
+    # FedBAT's upload of a one-layer update is bit for bit the binarize operator's message with the same alpha
+    # and noise: the operator claims (fedbat.operator.*) test the code the algorithm sends with
+    import algorithms
+    from algorithms.base import ParamLayout
+
+    d = 37
+    alg = algorithms.make("fedbat", ParamLayout.single(d), 1, {})
+    g = torch.Generator().manual_seed(0)
+    m, zeta = torch.randn(d, generator=g), torch.rand(d, generator=g)
+    for alpha in (float(m.abs().max()), 0.5 * float(m.abs().max())):
+        up = alg.encode(m, torch.tensor([alpha]), zeta)
+        ref = C.get("binarize", alpha=alpha).encode_with(m, torch.tensor(alpha), zeta)
+        assert torch.equal(up["signs"], ref["signs"]) and up.bits == ref.bits == 8 * 5 + 32
+        assert torch.allclose(alg.decode(up), C.get("binarize", alpha=alpha).decode(ref))

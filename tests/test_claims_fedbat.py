@@ -18,10 +18,19 @@ from theory.claims import lfl as L
 
 def test_gamma_and_first_step_size():
     assert F.gamma_of(2.0, 5) == 15.0 and F.gamma_of(0.5, 10) == 9.0
-    eta = F.schedule(0.5, 15.0, 5)
     # eta_1 = 2/(mu (gamma + 1)) = 1/(4L) when gamma = 8 kappa - 1 (kappa = 2, L = 1)
-    assert eta(0, torch.tensor(0.0)) == pytest.approx(0.25)
-    assert float(eta(2, torch.tensor(3.0))) == pytest.approx(2 / (0.5 * (15 + 2 * 5 + 3 + 1)))
+    assert F.schedule_eta(0.5, 15.0, 5, 0, 0) == pytest.approx(0.25)
+    assert F.schedule_eta(0.5, 15.0, 5, 2, 3) == pytest.approx(2 / (0.5 * (15 + 2 * 5 + 3 + 1)))
+    # the optimizer that applies it within the round
+    from theory.runs import InverseTimeSGD
+
+    lr, c = F.schedule(0.5, 15.0, 5)
+    opt = InverseTimeSGD(c)
+    p, st = torch.zeros(1), opt.init(torch.zeros(1))
+    for s in range(4):
+        p2, st = opt.step(p, torch.ones(1), st, lr(2))
+        assert float(p - p2) == pytest.approx(F.schedule_eta(0.5, 15.0, 5, 2, s), rel=1e-6)
+        p = p2
 
 
 def test_B_reductions_of_remark1():
@@ -109,9 +118,9 @@ def test_per_local_step_schedule_through_the_engine():
     # one client, full batch, lossless, tau = 3: eta_t = 2/(mu (gamma + t)) with t counting local steps
     p = problems.quadratic(num_clients=1, d=3, sigma_g=0.0, samples_per_client=6, seed=4)
     theta0 = L.start_point(p, 0, 1.0)
-    eta = F.schedule(0.5, 15.0, 3)
-    sim = L.simulate(
-        p, "lossless", {}, rounds=2, local_steps=3, batch_size=None, eta=eta, seed=0, theta0=theta0
+    lr, decay = F.schedule(0.5, 15.0, 3)
+    sim = L.run_lfl(
+        p, "lossless", {}, rounds=2, local_steps=3, batch_size=None, lr=lr, step_decay=decay, seed=0, theta0=theta0
     )
     X, y = p.data.x_train.double(), p.data.y_train.double()
     w, t = theta0.clone(), 1
@@ -131,12 +140,13 @@ def test_theory_variant_without_binarization_noise_is_plain_local_sgd():
         "rounds": 3,
         "local_steps": 4,
         "batch_size": None,
-        "eta": F.schedule(1.0, 7.0, 4),
+        "lr": F.schedule(1.0, 7.0, 4)[0],
+        "step_decay": F.schedule(1.0, 7.0, 4)[1],
         "seed": 0,
         "theta0": theta0,
     }
-    a = L.simulate(p, "fedbat", F.THEORY_VARIANT, **kw)
-    b = L.simulate(p, "lossless", {}, **kw)
+    a = L.run_lfl(p, "fedbat", F.THEORY_VARIANT, **kw)
+    b = L.run_lfl(p, "lossless", {}, **kw)
     assert a.params == pytest.approx(b.params, rel=1e-5, abs=1e-7)
 
 

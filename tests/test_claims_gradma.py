@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from algorithms import qp
-from benchmark import Experiment, run
 from theory import problems
 from theory.claims import HOLDS, INCONCLUSIVE, VERDICTS, VIOLATED, CheckContext, all_claims
 from theory.claims import gradma as G
@@ -53,42 +52,47 @@ def test_theorem1_conditions_at_their_boundaries():
     assert G.corollary1_eps_g(16, 1, 1, 1.0) == pytest.approx(16 ** -0.75)
 
 
-def test_train_trace_matches_run_and_records_every_round():
-    p = problems.quadratic(num_clients=4, d=5, samples_per_client=10, seed=3)
-    exp = Experiment(algorithm="gradma", dataset=p.data, num_clients=None, model=p.model, clients_per_round=2,
-                     rounds=4, local_steps=2, batch_size=None, lr=0.05, seed=1, device="cpu", executor="sequential")
-    tr = G.train_trace(exp, executor="sequential", server_keys=("qp_g_correction",))
-    assert tr.params.shape == (5, 5) and len(tr.server["qp_g_correction"]) == 4
-    ref = torch.nn.utils.parameters_to_vector(run(exp).model.parameters()).double()
-    assert torch.allclose(tr.params[-1], ref, atol=1e-6)
-    # a given initial vector replaces the seeded initialisation
-    init = torch.arange(5, dtype=torch.float64)
-    assert torch.equal(G.train_trace(exp, init=init, executor="sequential").params[0], init)
+def test_qp_l_diagnostic_on_a_hand_case():
+    from algorithms.gradma import qp_l_diagnostic
 
-
-def test_projection_recorder_records_the_real_solver_and_restores_it():
-    original = qp.project_small
     g = torch.tensor([1.0, 0.0, 0.0])
     M = torch.tensor([[-1.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
-    with G.record_worker_projection() as log:
-        out, _, _ = qp.project_small(g, M)
-    assert qp.project_small is original
-    gn, corr, z1, _, z3 = log[0]
-    assert gn == pytest.approx(1.0)
+    out, z, _ = qp.project_small(g, M)
     # projection of (1,0,0) onto {y: -y0 + y1 >= 0, y1 >= 0} is (1/2, 1/2, 0): correction norm sqrt(1/2)
     assert torch.allclose(out, torch.tensor([0.5, 0.5, 0.0]), atol=1e-6)
-    assert corr == pytest.approx(math.sqrt(0.5), rel=1e-6)
-    assert z1 and not z3
+    gn, corr, z1, _, z3 = qp_l_diagnostic(g, out, z).tolist()
+    assert gn == pytest.approx(1.0) and corr == pytest.approx(math.sqrt(0.5), rel=1e-6)
+    assert z1 == 1.0 and z3 == 0.0
+
+
+def test_the_qp_l_diagnostic_is_the_solver_s_correction_along_a_run():
+    # every local step of a GradMA run sends (||g||, ||g~ - g||, ...); recompute one step by hand
+    p = problems.quadratic(num_clients=3, d=4, samples_per_client=8, seed=1)
+    H = G.quad_hessian(p.data)
+    gn, tr, diag = G._corollary_run(p, H, S=2, I=3, T=2, seed=0, record_qp=True)
+    st = G.projection_stats(diag)
+    assert st["corr"].shape == (2, 2, 3) and np.isfinite(st["corr"]).all()
+    assert (st["corr"][:, :, 0] < 1e-6).all()  # tau = 0: x_0 - x_t = 0 and the two gradients coincide
+    # step 0 of the first client: g = grad f_i(x_0) at x_0 = 0 (full local batch)
+    cid = diag.rounds[0][0][0]
+    idx = p.data.clients[cid]
+    X, y = p.data.x_train[idx].double(), p.data.y_train[idx].double()
+    g0 = 2 * X.T @ (X @ torch.zeros(4, dtype=torch.float64) - y) / len(idx)
+    assert st["g"][0, 0, 0] == pytest.approx(float(g0.norm()), rel=1e-5)
+    assert gn.shape == (3,) and tr.params.shape == (3, 4)
 
 
 def test_projection_stats_shapes_and_activity():
-    log = [(2.0, 0.0, False, False, False), (2.0, 1.0, False, False, True)] * 3
-    st = G._projection_stats(log, rounds=3, clients=1, steps=2)
+    from theory.runs import Diagnostics
+
+    d = Diagnostics()
+    row = torch.tensor([[2.0, 0.0, 0, 0, 0], [2.0, 1.0, 0, 0, 1]], dtype=torch.float64)
+    d.rounds = [[(0, {"qp_l": row})] for _ in range(3)]
+    st = G.projection_stats(d)
     assert st["rel"].shape == (3, 1, 2)
     assert st["active"][..., 0].sum() == 0 and st["active"][..., 1].all()
     assert st["rel"][0, 0, 1] == pytest.approx(0.5)
-    with pytest.raises(RuntimeError):
-        G._projection_stats(log[:-1], rounds=3, clients=1, steps=2)
+    assert st["z"][0, 0, 1].tolist() == [False, False, True]
 
 
 def _synthetic(slope_true, seeds=6, noise=0.01, seed=0):
@@ -99,13 +103,18 @@ def _synthetic(slope_true, seeds=6, noise=0.01, seed=0):
 
 def test_rate_decision_has_power_against_a_slower_rate():
     ok = {"all_met": True}
+    hyp_ok = {"all_met": True, "A5_met": True, "A4_eps_l_sq_realized": 0.0, "A4_eps_l_sq_required": 1.0}
     xs, m = _synthetic(-0.7)
-    assert G._rate_outcome("S", xs, m, -0.5, ok, {}, "", {}, 1e-3).verdict == HOLDS
+    assert G.rate_outcome("S", xs, m, -0.5, ok, hyp_ok, {}, "", {}, 1e-3).verdict == HOLDS
     xs, m = _synthetic(-0.3)  # planted defect: a slower rate than the bound's S^-1/2
-    assert G._rate_outcome("S", xs, m, -0.5, ok, {}, "", {}, 1e-3).verdict == VIOLATED
+    assert G.rate_outcome("S", xs, m, -0.5, ok, hyp_ok, {}, "", {}, 1e-3).verdict == VIOLATED
     # premises not met: never HOLDS or VIOLATED
-    out = G._rate_outcome("S", xs, m, -0.5, {"all_met": False}, {}, "", {}, 1e-3)
+    out = G.rate_outcome("S", xs, m, -0.5, {"all_met": False}, hyp_ok, {}, "", {}, 1e-3)
     assert out.verdict == INCONCLUSIVE and "why_inconclusive" in out.evidence
+    # the Corollary's hypothesis A4 fails along the runs: a failed rate does not contradict the Corollary
+    bad = {**hyp_ok, "all_met": False, "A4_eps_l_sq_realized": 5.0, "A4_eps_l_sq_required": 0.01}
+    out = G.rate_outcome("S", xs, m, -0.5, ok, bad, {}, "", {}, 1e-3)
+    assert out.verdict == INCONCLUSIVE and "A4" in out.evidence["why_inconclusive"]
 
 
 def test_rho_sq_is_the_heterogeneity_at_the_optimum():

@@ -43,6 +43,12 @@ class ConvexProblem:
         return float(((w.double().cpu() - self.optimum) ** 2).sum())
 
 
+def quad_hessian(data: FederatedDataset) -> torch.Tensor:
+    """Hessian of F(w) = mean_j (x_j . w - y_j)^2 over the pooled training set (float64)."""
+    X = data.x_train.double().reshape(len(data.x_train), -1)
+    return 2.0 * X.T @ X / len(X)
+
+
 def bias_free_linear(d: int):
     """A model factory (``Experiment.model``) for the linear map R^d -> R without bias."""
 

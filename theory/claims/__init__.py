@@ -5,7 +5,15 @@ check receives a ``CheckContext`` (seed, quick mode) and returns an ``Outcome``:
 
 * ``HOLDS``: the statistics support the statement at the stated false-alarm rate;
 * ``VIOLATED``: the numbers contradict it (a finding, reported with its evidence, never weakened);
-* ``INCONCLUSIVE``: the test has too little power or the premises do not apply.
+* ``INCONCLUSIVE``: the test has too little power or the premises do not apply;
+* ``UNINFORMATIVE``: the statement is not contradicted, but a frozen or trivial algorithm (one that never
+  moves, or an operator that does nothing) would pass the same check as well: a bound too loose at every
+  horizon the check can reach. Reported apart from HOLDS, with the horizon where the bound would bite.
+
+Every claim states its ``kind``: ``"paper"`` (a statement the paper makes: a lemma, theorem, corollary, or a
+sentence of its text) or ``"derived"`` (a statement this project derived: a reference formula, a consequence
+the paper does not state, a property of the implementation). Bound checks report their slack (bound /
+measured) in the evidence.
 
 ``evidence`` holds estimates, intervals and p-values (JSON-serialisable), ``key_number`` the one figure
 shown in the summary table, ``series`` optional curves for plots ({name: {"x": [...], "y": {label: [...]}},
@@ -20,8 +28,10 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-HOLDS, VIOLATED, INCONCLUSIVE = "HOLDS", "VIOLATED", "INCONCLUSIVE"
-VERDICTS = (HOLDS, VIOLATED, INCONCLUSIVE)
+HOLDS, VIOLATED, INCONCLUSIVE, UNINFORMATIVE = "HOLDS", "VIOLATED", "INCONCLUSIVE", "UNINFORMATIVE"
+VERDICTS = (HOLDS, VIOLATED, INCONCLUSIVE, UNINFORMATIVE)
+PAPER_CLAIM, DERIVED = "paper", "derived"
+KINDS = (PAPER_CLAIM, DERIVED)
 
 
 @dataclass
@@ -51,6 +61,7 @@ class Claim:
     statement: str  # the exact formula or sentence
     check: Callable[[CheckContext], Outcome]
     false_alarm: float = 1e-3  # the rate at which a true statement is reported VIOLATED
+    kind: str = PAPER_CLAIM  # "paper" or "derived" (see the module docstring)
 
     def run(self, ctx: CheckContext | None = None) -> dict:
         ctx = ctx or CheckContext()
@@ -63,8 +74,8 @@ class Claim:
             out = Outcome(INCONCLUSIVE, "error", {"error": f"{type(e).__name__}: {e}",
                                                   "traceback": traceback.format_exc(limit=15)},
                           "the check raised an error")
-        return {"id": self.id, "paper": self.paper, "source": self.source, "statement": self.statement,
-                "false_alarm": self.false_alarm, "verdict": out.verdict, "key_number": out.key_number,
+        return {"id": self.id, "paper": self.paper, "kind": self.kind, "source": self.source,
+                "statement": self.statement, "false_alarm": self.false_alarm, "verdict": out.verdict, "key_number": out.key_number,
                 "evidence": out.evidence, "conditions": out.conditions, "series": out.series,
                 "seconds": time.perf_counter() - t0, "quick": ctx.quick, "seed": ctx.seed}
 
@@ -90,13 +101,15 @@ class _single_thread:
 _CLAIMS: dict[str, Claim] = {}
 
 
-def claim(id: str, paper: str, source: str, statement: str, false_alarm: float = 1e-3):
-    """Decorator registering ``check(ctx) -> Outcome`` as a claim."""
+def claim(id: str, paper: str, source: str, statement: str, false_alarm: float = 1e-3, *, kind: str):
+    """Decorator registering ``check(ctx) -> Outcome`` as a claim of the given ``kind`` ("paper"/"derived")."""
+    if kind not in KINDS:
+        raise ValueError(f"claim {id!r}: kind must be one of {KINDS}, got {kind!r}")
 
     def deco(fn):
         if id in _CLAIMS:
             raise ValueError(f"claim {id!r} registered twice")
-        _CLAIMS[id] = Claim(id, paper, source, statement, fn, false_alarm)
+        _CLAIMS[id] = Claim(id, paper, source, statement, fn, false_alarm, kind)
         return fn
 
     return deco
@@ -117,6 +130,26 @@ def all_claims(paper: str | None = None, claim_id: str | None = None) -> list[Cl
         raise ValueError(f"no claim matches paper={paper!r} claim={claim_id!r}; papers: {', '.join(papers)}; "
                          f"claims: {', '.join(sorted(_CLAIMS))}")
     return sorted(out, key=lambda c: (c.paper, c.id))
+
+
+def bound_informative(measured, bound, frozen) -> dict:
+    """Whether a bound check can tell the algorithm from a frozen one (DESIGN.md, Theory checks).
+
+    ``measured``, ``bound``: the measured quantity and its bound at the checked points (same shape);
+    ``frozen``: what an algorithm that never moves would measure at the same points (e.g. the initial gap
+    at every horizon), under the same constants. Returns the slack (bound / measured: its minimum over the
+    points, where the bound is tightest), the frozen reference's slack, and ``informative``: True when the
+    frozen reference exceeds the bound somewhere (the check then fails for it)."""
+    import numpy as np
+
+    m, b, f = (np.asarray(v, dtype=float) for v in (measured, bound, frozen))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slack = b / m
+        fslack = b / f
+    return {"slack_bound_over_measured_min": float(np.nanmin(slack)),
+            "slack_bound_over_measured_max": float(np.nanmax(slack)),
+            "frozen_reference_slack_min": float(np.nanmin(fslack)),
+            "frozen_passes": bool(np.all(f <= b)), "informative": bool(np.any(f > b))}
 
 
 def verdict_from(test_passed: bool, confirmed: bool | None = None) -> str:

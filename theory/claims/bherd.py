@@ -5,9 +5,9 @@ through the engine.
 Summary of the theory: ../shared/papers/bherd.md, Sec. 5. The paper's analysis replaces the herded subset mean
 (1/(alpha tau)) g_i by the full local mean mu_i (Eq. 12 / Prop. 1), so the bounds are FedAvg bounds with a 1/alpha;
 the checks below measure how far the algorithm is from that idealisation and evaluate the printed bounds with
-constants measured along the run. The stored local steps z_l (what herding orders) are read from the real runs by
-wrapping the algorithm instance's ``select`` (sequential executor), so nothing is recomputed outside the
-project's code path.
+constants measured along the run. The stored local steps z_l (what herding orders), which rows are real and which
+were kept are the algorithm's own diagnostics (``herd_steps``, ``herd_valid``, ``herd_selected``), collected by an
+observer of the benchmark's run (``theory.runs``), so nothing is recomputed outside the project's code path.
 """
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from algorithms import herding
 from benchmark import executors as ex
 from benchmark.experiment import Experiment
 from theory import problems, stats
-from theory.claims import HOLDS, INCONCLUSIVE, VIOLATED, CheckContext, Outcome, claim, verdict_from
-from theory.claims.gradma import quad_hessian, train_trace
+from theory.claims import CheckContext, DERIVED, HOLDS, INCONCLUSIVE, Outcome, PAPER_CLAIM, VIOLATED, claim, verdict_from
+from theory.problems import quad_hessian
+from theory.runs import Diagnostics, trace
 
 PAPER = "bherd"
 
@@ -79,37 +80,38 @@ def theorem_conditions(eta: float, beta: float, L: float, tau: int, T: int, alph
 
 
 # --------------------------------------------------------------------------------------------------
-# Recording the stored local steps of a real run
+# The stored local steps of a real run (the algorithm's diagnostics)
+
+HERD_DIAGNOSTICS = ("herd_steps", "herd_valid", "herd_selected")
 
 
-def _recorder(log: list):
-    def patch(alg):
-        original = alg.select
-
-        def select(ctx, Z, valid, k):
-            sel = original(ctx, Z, valid, k)
-            v = valid.bool()
-            log.append({"client": int(ctx.client_id), "Z": Z.detach().double()[v].clone(), "k": int(k),
-                        "sel": sel.detach().bool()[v].clone()})
-            return sel
-
-        alg.select = select
-
-    return patch
+def herd_rounds(diag: Diagnostics) -> list[list[dict]]:
+    """Per round, per sampled client: {"client", "Z" (the real stored steps z_l, float64), "sel" (kept rows),
+    "k" (how many)} from the algorithm's herding diagnostics."""
+    out = []
+    for rnd in diag.rounds:
+        recs = []
+        for cid, d in rnd:
+            v = d["herd_valid"][0].bool()
+            sel = d["herd_selected"][0].bool()[v]
+            recs.append({"client": cid, "Z": d["herd_steps"][0].double()[v].clone(), "k": int(sel.sum()),
+                         "sel": sel.clone()})
+        out.append(recs)
+    return out
 
 
 def _bherd_run(prob, *, alpha: float, selection: str, T: int, lr: float, batch: int, seed: int,
-               record: bool, init=None, model=None, data=None, partition: str = "auto", num_clients=None):
-    log: list = []
-    exp = Experiment(algorithm="bherd", dataset=data if data is not None else prob.data, partition=partition,
+               record: bool, init=None, model=None, data=None, partition: str = "auto", num_clients=None,
+               algorithm: str = "bherd", args: dict | None = None):
+    exp = Experiment(algorithm=algorithm, dataset=data if data is not None else prob.data, partition=partition,
                      num_clients=num_clients, model=model if model is not None else prob.model,
                      clients_per_round=None, rounds=T, local_epochs=1, batch_size=batch, lr=lr,
-                     algorithm_args={"alpha": alpha, "selection": selection}, seed=seed, device="cpu")
-    tr = train_trace(exp, init=init, executor="sequential" if record else "vectorized",
-                     patch=_recorder(log) if record else None)
-    nc = len(tr.parts)
-    rounds = [log[i:i + nc] for i in range(0, len(log), nc)]
-    return tr, rounds
+                     algorithm_args={"alpha": alpha, "selection": selection, **(args or {})}, seed=seed,
+                     device="cpu", executor="sequential" if record else "vectorized", eval_every=T,
+                     eval_train_samples=None)
+    diag = Diagnostics(HERD_DIAGNOSTICS) if record else None
+    tr = trace(exp, init=init, observers=[diag] if diag is not None else ())
+    return tr, herd_rounds(diag) if diag is not None else []
 
 
 _N, _D, _NPC, _B, _LR = 5, 10, 40, 4, 0.05  # clients, dimension, samples per client, batch (tau = 10), eta
@@ -128,7 +130,7 @@ def _quad(seed: int, sigma_g: float = 1.0, noise: float = 0.5, d: int = _D, n: i
        "For a uniformly random k-subset without replacement of tau stored local steps z_l, "
        "E||(1/k) sum_{l in S} z_l - mu||^2 = (sigma^2/k)(tau - k)/(tau - 1), sigma^2 = (1/tau) sum_l ||z_l - mu||^2 "
        "(exact). Checked with the project's herding.random_subset on stored local steps of a real BHerd run "
-       "(mean_equals), with the with-replacement value sigma^2/k as the planted defect it must reject.")
+       "(mean_equals), with the with-replacement value sigma^2/k as the planted defect it must reject.", kind=DERIVED)
 def _random_reference(ctx: CheckContext) -> Outcome:
     draws = 2000 if ctx.quick else 20000
     prob = _quad(100 * ctx.seed)
@@ -192,7 +194,7 @@ def _herding_ratios(rounds, alpha):
        "BHerd's herding picks alpha tau_i stored local gradients whose mean is as close as possible to the mean of all "
        "tau_i (argmin ||(1/(alpha tau)) g_(t,sigma^pi) - mu_(t,sigma)||^2). Checked along real training: the herded "
        "subset's squared error relative to the exact random-subset reference E||mean_S - mu||^2 = "
-       "(sigma^2/k)(tau-k)/(tau-1) is below 1 (herding beats a random subset), in the regimes d < tau, d = tau and d >> tau.")
+       "(sigma^2/k)(tau-k)/(tau-1) is below 1 (herding beats a random subset), in the regimes d < tau, d = tau and d >> tau.", kind=DERIVED)
 def _herding_vs_random(ctx: CheckContext) -> Outcome:
     R, T = (2, 2) if ctx.quick else (6, 10)
     regimes = {"d=2<tau=20": {"d": 2, "n": 40, "batch": 2}, "d=10=tau": {"d": 10, "n": 40, "batch": 4}}
@@ -264,7 +266,7 @@ def _gaps(rounds, alpha, sizes=None):
 @claim("bherd.prop1.gap", PAPER, "Proposition 1 (App. A, Eq. 9)",
        "'Gradient aggregation of BHerd is equivalent to model parameter aggregation': w_{t+1} = sum_i p_i "
        "w_(t,i)^{tau_i+1}. Measured along real training: the relative gap ||w_{t+1}^BHerd - sum_i p_i w_(t,i)^{tau_i+1}|| "
-       "/ ||w_{t+1} - w_t|| (float32 rounding level ~1e-6; tolerance 1e-4).")
+       "/ ||w_{t+1} - w_t|| (float32 rounding level ~1e-6; tolerance 1e-4).", kind=PAPER_CLAIM)
 def _prop1(ctx: CheckContext) -> Outcome:
     R, T = (2, 3) if ctx.quick else (4, 30)
     rel_med, rel_early, rel_late, alpha1 = [], [], [], []
@@ -344,7 +346,7 @@ def _round_quantities(prob, tr, rounds, batch: int):
        "||grad F(w_t)||^2 <= 4(F(w_1)-F*)/(alpha eta tau_max T) + varsigma^2/T + varsigma^2/(2T^2) (Thm 1); with A4 (PL, "
        "gamma) and T <= beta^2/(24 alpha eta^3 L^3 tau_max^3): F(w_T) - F* <= varsigma^2/(4 T alpha eta L tau_max gamma) + "
        "(F(w_1)-F*)/(T alpha eta L tau_max) + varsigma^2/(4 T L) (Thm 2, explicit form). Evaluated with beta (A2), "
-       "varsigma^2 (A3) and L measured along the run.")
+       "varsigma^2 (A3) and L measured along the run.", kind=PAPER_CLAIM)
 def _bounds(ctx: CheckContext) -> Outcome:
     R, T = (2, 4) if ctx.quick else (4, 20)
     alpha, batch = 0.5, _B
@@ -404,7 +406,7 @@ def _bounds(ctx: CheckContext) -> Outcome:
        "'Lowering alpha from 1.0 to 0.3 speeds up convergence; alpha = 0.1 fails to converge; alpha = 0.5 is the "
        "optimal threshold' (the 1/alpha rescaling 'increases the global step size'). Checked: F(w_T) - F* decreases as "
        "alpha decreases over {1.0, 0.7, 0.5, 0.3} (slope of log gap vs log(1/alpha) <= 0), and alpha = 0.1 does not "
-       "converge (F(w_T) - F* >= F(w_1) - F* or divergence); random subsets of the same size as the control.")
+       "converge (F(w_T) - F* >= F(w_1) - F* or divergence); random subsets of the same size as the control.", kind=PAPER_CLAIM)
 def _alpha(ctx: CheckContext) -> Outcome:
     R, T = (2, 6) if ctx.quick else (3, 30)
     alphas = [1.0, 0.7, 0.5, 0.3]

@@ -6,7 +6,8 @@ The theory variant (Sec. 4, App. C.1) is ``fedbat`` with ``phi=0`` (no warm-up) 
 (alpha_l = ||m_l||_inf at every forward pass and for the upload, so S is unbiased); local training is SGD
 on the latent update m with the gradient taken at the binarized point (STE), and the step size
 eta_t = 2/(mu (gamma + t)) decays over the *cumulative local step* t (t = 1, 2, ..., T = R tau), which
-``theory.claims.lfl.ScheduledSGD`` provides through the engine's optimizer slot.
+``theory.runs.InverseTimeSGD`` provides through the engine's optimizer slot (the round's step size comes
+from ``LoopConfig.lr_schedule``).
 
 Claims
 ------
@@ -36,24 +37,22 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-import algorithms
-from benchmark import engine
-from benchmark import executors as ex
+from benchmark.experiment import Experiment
 from benchmark.federated_dataset import FederatedDataset
 from theory import stats
-from theory.claims import HOLDS, INCONCLUSIVE, VIOLATED, CheckContext, Outcome, claim
+from theory.claims import CheckContext, DERIVED, HOLDS, INCONCLUSIVE, Outcome, PAPER_CLAIM, VIOLATED, claim
 from theory.claims.lfl import (
     _diverged,
     bound_verdict,
     grad_sq_sup,
     linear_gamma,
     rate_verdict,
+    run_lfl,
     seeds_for,
-    simulate,
-    single_thread,
     start_point,
 )
 from theory.problems import ConvexProblem, quadratic
+from theory.runs import Diagnostics, trace
 
 __all__ = [
     "THEORY_VARIANT",
@@ -86,10 +85,17 @@ def gamma_of(kappa: float, tau: int) -> float:
     return max(8.0 * kappa, float(tau)) - 1.0
 
 
-def schedule(mu: float, gamma: float, tau: int):
+def schedule(mu: float, gamma: float, tau: int) -> tuple:
     """eta_t = 2/(mu (gamma + t)), t = r tau + s + 1 the cumulative local step (1-based) of local step s of
-    round r, as ``ScheduledSGD``'s eta(round, s)."""
-    return lambda r, s: 2.0 / (mu * (gamma + r * tau + s + 1.0))
+    round r, as (lr(round), step_decay) for ``run_lfl``: lr(r) = eta at s = 0 = 2/(mu (gamma + r tau + 1)) and
+    ``InverseTimeSGD``'s eta_s = 1/(1/lr + c s) with c = mu/2."""
+    return (lambda r: 2.0 / (mu * (gamma + r * tau + 1.0))), mu / 2.0
+
+
+def schedule_eta(mu: float, gamma: float, tau: int, r: int, s: int) -> float:
+    """eta_t of :func:`schedule` at local step s of round r (for tests and reports)."""
+    lr, c = schedule(mu, gamma, tau)
+    return 1.0 / (1.0 / lr(r) + c * s)
 
 
 def B_theorem1(p, sigma2: float, L: float, Gamma: float, q2: float, tau: int, G2: float) -> float:
@@ -198,15 +204,17 @@ def _sc_runs(theorem: int, seed: int, quick: bool) -> dict:
     kappa = p.L / p.mu
     gamma = gamma_of(kappa, tau)
     ctx = CheckContext(seed, quick)
+    lr, decay = schedule(p.mu, gamma, tau)
     runs = [
-        simulate(
+        run_lfl(
             p,
             "fedbat",
             THEORY_VARIANT,
             rounds=st.rounds,
             local_steps=tau,
             batch_size=None,
-            eta=schedule(p.mu, gamma, tau),
+            lr=lr,
+            step_decay=decay,
             seed=s,
             theta0=start_point(p, s, SC_RUN["radius"]),
             clients_per_round=K,
@@ -378,15 +386,13 @@ _B2 = (
     "fedbat",
     "Theorem 1, Eq. (15) (strongly convex, full participation); Remark 2",
     "The theory variant (phi = 0, alpha = ||m||_inf) with eta_t = 2/(mu (gamma + t)) converges as "
-    "E[F(w_T)] - F* = O(1/T) on an L-smooth, mu-strongly convex problem (slope of log gap vs log T <= -1)",
-)
+    "E[F(w_T)] - F* = O(1/T) on an L-smooth, mu-strongly convex problem (slope of log gap vs log T <= -1)", kind=PAPER_CLAIM)
 def _t1_rate(ctx: CheckContext) -> Outcome:
     return _sc_rate(1, ctx)
 
 
 @claim(
-    "fedbat.theorem1.bound", "fedbat", "Theorem 1, Eq. (15) (strongly convex, full participation)", _T1 + _B1
-)
+    "fedbat.theorem1.bound", "fedbat", "Theorem 1, Eq. (15) (strongly convex, full participation)", _T1 + _B1, kind=PAPER_CLAIM)
 def _t1_bound(ctx: CheckContext) -> Outcome:
     return _sc_bound(1, ctx)
 
@@ -396,13 +402,12 @@ def _t1_bound(ctx: CheckContext) -> Outcome:
     "fedbat",
     "Theorem 2 (strongly convex, partial participation); Remark 2",
     "With K < N devices sampled uniformly without replacement and balanced data, the theory variant with "
-    "eta_t = 2/(mu (gamma + t)) converges as E[F(w_T)] - F* = O(1/T)",
-)
+    "eta_t = 2/(mu (gamma + t)) converges as E[F(w_T)] - F* = O(1/T)", kind=PAPER_CLAIM)
 def _t2_rate(ctx: CheckContext) -> Outcome:
     return _sc_rate(2, ctx)
 
 
-@claim("fedbat.theorem2.bound", "fedbat", "Theorem 2 (strongly convex, partial participation)", _T1 + _B2)
+@claim("fedbat.theorem2.bound", "fedbat", "Theorem 2 (strongly convex, partial participation)", _T1 + _B2, kind=PAPER_CLAIM)
 def _t2_bound(ctx: CheckContext) -> Outcome:
     return _sc_bound(2, ctx)
 
@@ -505,14 +510,14 @@ def _nc_runs(seed: int, quick: bool) -> dict:
     for T in horizons:
         eta = 1.0 / (prob["L"] * math.sqrt(T))
         runs = [
-            simulate(
+            run_lfl(
                 cp,
                 "fedbat",
                 THEORY_VARIANT,
                 rounds=T,
                 local_steps=1,
                 batch_size=None,
-                eta=lambda r, s, e=eta: e,
+                lr=eta,
                 seed=s,
                 theta0=torch.zeros(prob["d"], dtype=torch.float64),
                 clients_per_round=NC_K,
@@ -551,8 +556,7 @@ def _nc_conditions(data: dict) -> str:
     "fedbat",
     "Theorem 3, Eq. (16) (non-convex, partial participation); Remark 2",
     "With eta = 1/(L sqrt(T)), (1/T) sum_{t=0}^{T-1} E||grad F(w_t)||^2 = O(1/sqrt(T)) + O(1/T) "
-    "(slope of its log against log T <= -1/2)",
-)
+    "(slope of its log against log T <= -1/2)", kind=PAPER_CLAIM)
 def _t3_rate(ctx: CheckContext) -> Outcome:
     data = _nc_runs(ctx.seed, ctx.quick)
     runs = [r for T in data["horizons"] for r in data["by_T"][T]["runs"]]
@@ -600,8 +604,7 @@ def _t3_rate(ctx: CheckContext) -> Outcome:
     "With eta = 1/(L sqrt(T)) and balanced data: (1/T) sum_{t=0}^{T-1} E||grad F(w_t)||^2 <= 2 L (F(w_0) - "
     "F* "
     "+ Gamma)/sqrt(T) + P/sqrt(T) + Q/T, P = sigma^2/N + 4 (q^2 (N - 1) + N - K)/(K (N - 1)) tau^2 G^2, "
-    "Q = 4 (1 + q^2)(tau - 1)^2 G^2",
-)
+    "Q = 4 (1 + q^2)(tau - 1)^2 G^2", kind=PAPER_CLAIM)
 def _t3_bound(ctx: CheckContext) -> Outcome:
     data = _nc_runs(ctx.seed, ctx.quick)
     runs = [r for T in data["horizons"] for r in data["by_T"][T]["runs"]]
@@ -670,46 +673,37 @@ DEFAULT_RUN = {
 
 @functools.lru_cache(maxsize=2)
 def _learned_runs(seed: int, quick: bool) -> dict:
-    """Default FedBAT (learned alpha, phi = 0.5, rho = 6) on digits with an MLP; records (m, alpha) of every
-    upload by wrapping the instance's ``encode`` (sequential executor: plain tensors per client)."""
-    from algorithms import optim
-    from benchmark import datasets, models, partition
+    """Default FedBAT (learned alpha, phi = 0.5, rho = 6) on digits with an MLP; the (m, alpha) of every upload
+    are the algorithm's diagnostics (``latent_update``, ``step_size``), collected by an observer."""
+    from algorithms.compressed_update import split_layout
+    from benchmark import datasets
 
     rounds, n_seeds = (3, 2) if quick else (10, 4)
     c = DEFAULT_RUN
     data = datasets.load("digits")
-    labels = data.y_train.numpy()
-    out = []
+    out, bin_slices = [], None
     for s in seeds_for(CheckContext(seed, quick), n_seeds):
-        parts = partition.split(labels, c["partition"], c["num_clients"], s)
-        torch.manual_seed(s)
-        module = models.build("mlp", data.input_shape, data.output_dim, hidden=c["hidden"])
-        fmodel = ex.FunctionalModel(module, data.task)
-        alg = algorithms.make("fedbat", fmodel.layout, len(parts), {})
-        records = []
-        inner = alg.encode
-
-        def encode(m, alpha, zeta, inner=inner, records=records):
-            records.append((m.detach().clone(), alpha.detach().clone()))
-            return inner(m, alpha, zeta)
-
-        alg.encode = encode
-        cfg = engine.LoopConfig(
-            rounds, None, c["local_epochs"], None, c["batch"], c["lr"], 1.0, rounds, s, None
-        )
-        with single_thread():
-            res = engine.train(alg, fmodel, data, parts, cfg, "sequential", optim.make("sgd"))
-        st = [learned_alpha_stats(m, a, alg.bin_slices) for m, a in records]
+        exp = Experiment(algorithm="fedbat", dataset=data, partition=c["partition"], num_clients=c["num_clients"],
+                         clients_per_round=None, rounds=rounds, local_epochs=c["local_epochs"], batch_size=c["batch"],
+                         lr=c["lr"], model="mlp", model_args={"hidden": c["hidden"]}, seed=s, device="cpu",
+                         executor="sequential", eval_every=rounds, eval_train_samples=None)
+        diag = Diagnostics(["latent_update", "step_size"])
+        tr = trace(exp, observers=[diag])
+        if bin_slices is None:
+            bin_slices = split_layout(tr.alg.layout, tr.alg.hp.scope)[0]
+            hp = dict(vars(tr.alg.hp))
+        st = [learned_alpha_stats(d["latent_update"][0], d["step_size"][0], bin_slices)
+              for rnd in diag.rounds for _, d in rnd]
         out.append(
             {
                 "stats": st,
-                "status": res.status,
-                "test_accuracy": res.history[-1]["test_accuracy"] if res.history else None,
+                "status": tr.status,
+                "test_accuracy": tr.final.get("test_accuracy"),
                 "rounds": rounds,
                 "uploads": len(st),
             }
         )
-    return {"runs": out, "hp": dict(vars(alg.hp)), "layers": [s.name for s in alg.bin_slices]}
+    return {"runs": out, "hp": hp, "layers": [s.name for s in bin_slices]}
 
 
 def _learned_conditions(data: dict) -> str:
@@ -731,8 +725,7 @@ def _learned_conditions(data: dict) -> str:
     "Sec. 4 and App. C.1 (analysis with alpha = ||m||_inf); Remark 3; Eqs. (6)-(7), (10), (13)",
     "The convergence analysis covers only alpha = ||m||_inf, which makes S unbiased; the evaluated FedBAT "
     "learns alpha (Eq. 10, started at ||m_l||_1/d_l), which the theorems do not cover: along training its "
-    "upload is biased, E[S(m, alpha)] = clip(m, -alpha, alpha) != m",
-)
+    "upload is biased, E[S(m, alpha)] = clip(m, -alpha, alpha) != m", kind=DERIVED)
 def _learned_bias(ctx: CheckContext) -> Outcome:
     data = _learned_runs(ctx.seed, ctx.quick)
     if any(r["status"] != "ok" for r in data["runs"]):
@@ -784,8 +777,7 @@ def _learned_bias(ctx: CheckContext) -> Outcome:
     "Learning the step size alpha (Eq. 10) 'shall be able to achieve smaller value of q' than alpha = "
     "||m||_inf: "
     "E||S(m, alpha) - m||^2 / ||m||^2 along training is smaller with the learned alpha than with "
-    "alpha = ||m||_inf on the same updates",
-)
+    "alpha = ||m||_inf on the same updates", kind=PAPER_CLAIM)
 def _smaller_q(ctx: CheckContext) -> Outcome:
     data = _learned_runs(ctx.seed, ctx.quick)
     if any(r["status"] != "ok" for r in data["runs"]):

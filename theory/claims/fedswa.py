@@ -19,8 +19,8 @@ import torch
 from benchmark.experiment import Experiment
 from benchmark.federated_dataset import FederatedDataset
 from theory import stats
-from theory.claims import CheckContext, Outcome, claim, verdict_from
-from theory.claims.gradma import train_trace
+from theory.claims import CheckContext, Outcome, PAPER_CLAIM, claim, verdict_from
+from theory.runs import trace
 from theory.problems import ConvexProblem, bias_free_linear
 
 PAPER = "fedswa"
@@ -84,8 +84,9 @@ def _run(prob: ConvexProblem, algorithm: str, args: dict, *, s: int, K: int, lr:
     """||theta_t - theta*||^2 for t = 0..T (the engine's run of the project's algorithm)."""
     exp = Experiment(algorithm=algorithm, dataset=prob.data, num_clients=None, model=prob.model,
                      clients_per_round=s, rounds=T, local_steps=K, batch_size=batch_size, lr=lr,
-                     algorithm_args=args, weight_decay=weight_decay, seed=seed, device="cpu")
-    tr = train_trace(exp, init=init)
+                     algorithm_args=args, weight_decay=weight_decay, seed=seed, device="cpu", eval_every=T,
+                     eval_train_samples=None)
+    tr = trace(exp, init=init)
     if tr.status != "ok":
         return np.full(T + 1, np.inf)
     return ((tr.params - prob.optimum) ** 2).sum(1).numpy()
@@ -127,7 +128,7 @@ def _sigma_sweep(ctx: CheckContext, s: int, T: int, R: int, sigmas, algs: dict, 
        "eps_opt = O(sigma^2/(mu T K s) (1 + s/alpha^2) + (m mu/s) D^2 exp(-(s/m + mu/beta) T)) 'is not affected by the "
        "data heterogeneity sigma_g'. With s = m and sigma = 0 (full gradients): FedMoSWA's ||theta_T - theta*||^2 "
        "after T rounds does not grow with sigma_g (slope of log error_T vs log sigma_g <= 0.1), while FedAvg and "
-       "FedSWA (no drift correction) keep a drift floor that grows like sigma_g^2.")
+       "FedSWA (no drift correction) keep a drift floor that grows like sigma_g^2.", kind=PAPER_CLAIM)
 def _sigma_g_full(ctx: CheckContext) -> Outcome:
     T, R = (12, 2) if ctx.quick else (60, 3)
     sigmas = [0.0, 1.0, 4.0]
@@ -166,7 +167,7 @@ def _sigma_g_full(ctx: CheckContext) -> Outcome:
        "Theorem 5.2 is stated with s of m clients per round (its rate has s/m): 'eps_opt is not affected by the data "
        "heterogeneity sigma_g'. With s < m and sigma = 0, the stationary error of FedMoSWA (mean ||theta_t - theta*||^2 "
        "over the last rounds) does not grow with sigma_g (slope <= 0.1). The proof covers only full participation "
-       "(Lemma G.11 averages the m update over all m clients), so this is the open case.")
+       "(Lemma G.11 averages the m update over all m clients), so this is the open case.", kind=PAPER_CLAIM)
 def _sigma_g_partial(ctx: CheckContext) -> Outcome:
     T, R, tail = (20, 2, 8) if ctx.quick else (150, 3, 50)
     s = 2
@@ -234,7 +235,7 @@ def predicted_floor_ratio(K: int, s: int, alpha: float) -> float:
        "'FedMoSWA converges faster as alpha, s and K increase': the stochastic term sigma^2/(mu T K s) (1 + s/alpha^2) "
        "falls with each of them. At a fixed effective step eta~ = K eta_l alpha (the proof's Lemma G.13 recursion), the "
        "stationary error scales like eta~ sigma^2 (1 + s/alpha^2)/(K s). Checked: the stationary error decreases in K, in "
-       "alpha and in s (slope of log error vs log X <= 0, each).")
+       "alpha and in s (slope of log error vs log X <= 0, each).", kind=PAPER_CLAIM)
 def _faster(ctx: CheckContext) -> Outcome:
     T, R, tail = (10, 2, 4) if ctx.quick else (60, 6, 30)
     eta_tilde, noise = 0.5, 1.0
@@ -352,7 +353,7 @@ def _constants_along(data: FederatedDataset, thetas: torch.Tensor, lam: float, m
        "e^{1 - mu/((beta+mu)T)} (b~ L + b~ sigma_g + b~ sigma) for FedSWA and (b~ L + sigma_g + b~ sigma) for FedMoSWA "
        "(Option I), with eta_k^t <= 1/(beta K T), all clients participating, b~ = 1 + (mu/((beta+mu)K))^{K-1}/T; hence "
        "eps_gen <= L E||theta_T - theta'_T|| = O(1/(mn)). Checked: the measured ||theta_T - theta'_T|| is below the "
-       "bound, and scales like 1/(mn) (slope -1 in n at fixed m).")
+       "bound, and scales like 1/(mn) (slope -1 in n at fixed m).", kind=PAPER_CLAIM)
 def _stability(ctx: CheckContext) -> Outcome:
     m, d, K, lam = 4, 5, 5, 0.1
     T = 6 if ctx.quick else 20
@@ -387,8 +388,9 @@ def _stability(ctx: CheckContext) -> Outcome:
             def final(dset, alg=alg, args=args, sd=sd):
                 exp = Experiment(algorithm=alg, dataset=dset, num_clients=None, model=model, clients_per_round=None,
                                  rounds=T, local_steps=K, batch_size=None, lr=lr, algorithm_args=args,
-                                 weight_decay=lam, seed=100 * ctx.seed + sd, device="cpu")
-                return train_trace(exp, init=init).params
+                                 weight_decay=lam, seed=100 * ctx.seed + sd, device="cpu", eval_every=T,
+                                 eval_train_samples=None)
+                return trace(exp, init=init).params
 
             for jn, n in enumerate(ns):
                 base_data = _dataset(X, y, n)

@@ -18,28 +18,26 @@ Claims
 
 Running the algorithms (shared with ``theory/claims/fedbat.py``)
 ---------------------------------------------------------------
-:func:`simulate` calls ``benchmark.engine.train`` unchanged on a problem's ``FederatedDataset`` with
+:func:`run_lfl` runs a problem through ``theory.runs.run_problem`` (the benchmark's ``prepare`` and
+``benchmark.engine.simulate``, observed, nothing patched) with
 
-* a :class:`ScheduledSGD` optimizer: plain SGD whose step size is a schedule ``eta(round, s)`` of the
-  round and of the local step s (kept in the optimizer state, which every client re-initialises each
-  round, so it is vmap-safe); the engine's own ``lr`` is not used. This gives LFL's eta(t) = alpha/(t+beta)
-  per round and FedBAT's eta_t = 2/(mu (gamma + t)) per cumulative local step, which the engine's
-  per-round multiplicative ``lr_decay`` cannot express;
-* a thin proxy around the algorithm that records the global parameters after every ``aggregate`` (the
-  engine's ``progress`` hook sees only metrics), advances the schedule's round, and calls an optional hook
-  with the old and new server states (LFL's theta(t+1) - theta_hat(t) for eps(t), Eq. 43);
+* the round's step size eta(t) as ``LoopConfig.lr_schedule`` (LFL's eta(t) = alpha/(t + beta), which the
+  engine's multiplicative ``lr_decay`` cannot express), and FedBAT's per-local-step eta_t = 2/(mu (gamma + t))
+  with ``step_decay`` (``theory.runs.InverseTimeSGD``);
+* observers: the global parameters after every round, and a per-round hook with the old and new server
+  states (LFL's theta(t+1) - theta_hat(t) for eps(t), Eq. 43);
 * a fixed starting point theta(0) = theta* + r u_seed with a seeded random unit vector u, so that
   ||theta(0) - theta*||^2 is the same in every run while theta(0) differs: LFL keys its server-side
   quantization noise by a hash of theta(0), so equal starting points would give equal downlink noise in
   every seed (runs that are not independent).
 
-With ``record_grads=True`` the sequential executor is used and the optimizer records ||g||^2 of every
-local stochastic gradient, for the plug-in G^2 = max over (t, m, i) of the mean over seeds (recipe 6).
+With ``record_grads=True`` a per-step observer records ||g||^2 of every local stochastic gradient (the
+engine then runs the sequential executor), for the plug-in G^2 = max over (t, m, i) of the mean over seeds
+(recipe 6).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 from collections.abc import Callable
@@ -48,17 +46,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-import algorithms
-from benchmark import engine
-from benchmark import executors as ex
 from benchmark.federated_dataset import FederatedDataset
 from theory import stats
-from theory.claims import HOLDS, INCONCLUSIVE, VIOLATED, CheckContext, Outcome, claim
+from theory.claims import CheckContext, DERIVED, HOLDS, INCONCLUSIVE, Outcome, PAPER_CLAIM, VIOLATED, claim
 from theory.problems import ConvexProblem, bias_free_linear, quadratic
+from theory.runs import StepGradSq, run_problem
 
 __all__ = [
     "Run",
-    "ScheduledSGD",
     "bound_far",
     "bound_verdict",
     "corollary1_floor",
@@ -70,9 +65,8 @@ __all__ = [
     "noniid_limit",
     "rate_verdict",
     "rate_window",
+    "run_lfl",
     "seeds_for",
-    "simulate",
-    "single_thread",
     "start_point",
     "theorem1_bound",
     "theorem1_terms",
@@ -84,63 +78,6 @@ RATE_TOL = 0.15  # slope tolerance of the O(1/T) checks (lfl.md recipe 8: slope 
 
 # ==================================================================================================
 # Running the project's algorithms through the engine
-
-
-class ScheduledSGD:
-    """Plain SGD for ``engine.train`` with the step size ``eta(round, s)`` (s: local step, a 0-d tensor).
-
-    ``init``/``step`` follow ``algorithms.optim`` (pure, vmap-safe): the local step counter is the
-    optimizer state. ``round`` is set by :func:`simulate` before every round. ``weight_decay`` adds
-    ``wd * params`` to the gradient (the logistic problem's regulariser). With ``record`` a list, every
-    step appends ||g||^2 (sequential executor only: under vmap the gradient is a batched tensor).
-    """
-
-    def __init__(self, eta: Callable, weight_decay: float = 0.0, record: list | None = None):
-        self.eta = eta
-        self.weight_decay = float(weight_decay)
-        self.record = record
-        self.round = 0
-
-    def init(self, params: torch.Tensor) -> dict:
-        return {"s": torch.zeros((), dtype=params.dtype, device=params.device)}
-
-    def step(self, params, grad, state, lr):
-        if self.weight_decay:
-            grad = grad + self.weight_decay * params
-        if self.record is not None:
-            self.record.append(float((grad.double() ** 2).sum()))
-        eta = self.eta(self.round, state["s"])
-        return params - eta * grad, {"s": state["s"] + 1}
-
-
-class _Recorder:
-    """Proxy of an algorithm for ``engine.train``: records the global parameters after every round."""
-
-    def __init__(self, alg, opt: ScheduledSGD, hook: Callable | None):
-        self._alg, self._opt, self._hook = alg, opt, hook
-        self.params: list[np.ndarray] = []
-        self.client_ids: list[np.ndarray] = []
-        self.extra: list = []
-
-    def __getattr__(self, name):
-        return getattr(self._alg, name)
-
-    def _keep(self, server) -> None:
-        self.params.append(self._alg.global_params(server).detach().double().cpu().numpy().copy())
-
-    def init(self, params):
-        server = self._alg.init(params)
-        self._keep(server)
-        return server
-
-    def aggregate(self, server_state, uplinks, weights, info):
-        new = self._alg.aggregate(server_state, uplinks, weights, info)
-        self._keep(new)
-        self.client_ids.append(info.client_ids.detach().cpu().numpy().copy())
-        if self._hook is not None:
-            self.extra.append(self._hook(server_state, new, info))
-        self._opt.round = int(info.round) + 1
-        return new
 
 
 @dataclass
@@ -155,20 +92,7 @@ class Run:
     status: str = "ok"
 
 
-@contextlib.contextmanager
-def single_thread():
-    """Run torch on one intra-op thread, then restore the previous count. These problems have a few
-    hundred parameters at most: intra-op threads only add synchronisation, which on a loaded machine
-    costs 10-50x (measured: a 64x64 MLP step 0.3 ms on one thread, 15 ms on two under load)."""
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(prev)
-
-
-def simulate(
+def run_lfl(
     problem: ConvexProblem,
     algorithm: str,
     args: dict,
@@ -176,39 +100,23 @@ def simulate(
     rounds: int,
     local_steps: int,
     batch_size: int | None,
-    eta: Callable,
+    lr: float | Callable[[int], float],
     seed: int,
     theta0: torch.Tensor,
+    step_decay: float = 0.0,
     clients_per_round: int | None = None,
     record_grads: bool = False,
     hook: Callable | None = None,
 ) -> Run:
-    """Run ``algorithm`` on ``problem`` with ``benchmark.engine.train`` and the schedule ``eta``.
-
-    ``theta0`` is the starting point (flat, the model's layout). ``batch_size=None``: full local batch
-    (deterministic gradients). Minibatches, client sampling and algorithm noise follow the engine's
-    seeding from ``seed``.
-    """
-    data = problem.data
-    parts = [c.detach().cpu().numpy().astype(np.int64) for c in data.clients]
-    module = problem.model(data.input_shape, data.output_dim)
-    torch.nn.utils.vector_to_parameters(theta0.detach().to(torch.float32), module.parameters())
-    fmodel = ex.FunctionalModel(module, data.task)
-    alg = algorithms.make(algorithm, fmodel.layout, len(parts), args)
-    grads: list | None = [] if record_grads else None
-    opt = ScheduledSGD(eta, problem.experiment_args.get("weight_decay", 0.0), grads)
-    rec = _Recorder(alg, opt, hook)
-    cfg = engine.LoopConfig(
-        rounds, clients_per_round, None, local_steps, batch_size, 1.0, 1.0, rounds, seed, None
-    )
-    with single_thread():
-        out = engine.train(rec, fmodel, data, parts, cfg, "sequential" if record_grads else "vectorized", opt)
-    params = np.stack(rec.params)
-    ids = np.stack(rec.client_ids) if rec.client_ids else np.zeros((0, 0), np.int64)
-    g = None
-    if record_grads and len(ids):
-        g = np.asarray(grads, dtype=np.float64).reshape(len(ids), ids.shape[1], local_steps)
-    return Run(params, ids, g, rec.extra, out.status)
+    """``algorithm`` on ``problem`` from ``theta0`` with step size ``lr`` (a constant or ``lr(round)``, decayed
+    within the round by ``step_decay``): ``theory.runs.run_problem`` with observers. ``batch_size=None``:
+    full local batches (deterministic gradients)."""
+    g = StepGradSq() if record_grads else None
+    tr = run_problem(problem, algorithm, args, rounds=rounds, local_steps=local_steps, batch_size=batch_size,
+                     lr=lr, seed=seed, theta0=theta0, clients_per_round=clients_per_round,
+                     step_decay=step_decay, hook=hook, observers=[g] if g is not None else ())
+    ids = tr.client_ids
+    return Run(tr.params.numpy(), ids, g.array(ids) if g is not None and len(ids) else None, tr.extra, tr.status)
 
 
 def start_point(problem: ConvexProblem, seed: int, radius: float) -> torch.Tensor:
@@ -331,9 +239,9 @@ def hetero_quadratic(
 # Theorem 1 and Corollary 1, as printed
 
 
-def lr_schedule(alpha: float, beta: float) -> Callable:
+def lr_schedule(alpha: float, beta: float) -> Callable[[int], float]:
     """eta(t) = alpha / (t + beta) for round t (constant within a round: eta_m^i(t) = eta(t), Eq. 5)."""
-    return lambda r, s: alpha / (r + beta)
+    return lambda r: alpha / (r + beta)
 
 
 def theorem1_terms(etas, tau: int, mu: float, G2: float, Gamma: float, eps: float, d: int, q1: float):
@@ -504,14 +412,14 @@ def _noniid_runs(seed: int, quick: bool) -> dict:
     p = hetero_quadratic(**NONIID)
     c = NONIID_RUN
     runs = [
-        simulate(
+        run_lfl(
             p,
             "lfl",
             {"q1": c["q1"], "q2": None},
             rounds=st.rounds,
             local_steps=c["tau"],
             batch_size=c["batch"],
-            eta=lr_schedule(c["alpha"], c["beta"]),
+            lr=lr_schedule(c["alpha"], c["beta"]),
             seed=s,
             theta0=start_point(p, s, c["radius"]),
             record_grads=True,
@@ -574,8 +482,7 @@ def _noniid_constants(data: dict) -> dict:
     "For 0 < eta(t) <= min{1, 1/(mu tau)}: E||theta(t) - theta*||^2 <= prod_{i=0}^{t-1} A(i) ||theta(0) - "
     "theta*||^2 + sum_{j=0}^{t-1} B(j) prod_{i=j+1}^{t-1} A(i), A(i) = 1 - mu eta(i)(tau - eta(i)(tau - 1)), "
     "B(i) = A(i) (eta(i-1) tau G / (2 q1))^2 eps d + eta(i)^2 (tau^2 + tau - 1) G^2 + (1 + mu(1 - eta(i))) "
-    "eta(i)^2 G^2 tau(tau-1)(2tau-1)/6 + 2 eta(i)(tau - 1) Gamma, Gamma = F* - sum_m (B_m/B) F_m*",
-)
+    "eta(i)^2 G^2 tau(tau-1)(2tau-1)/6 + 2 eta(i)(tau - 1) Gamma, Gamma = F* - sum_m (B_m/B) F_m*", kind=PAPER_CLAIM)
 def _theorem1_bound(ctx: CheckContext) -> Outcome:
     data = _noniid_runs(ctx.seed, ctx.quick)
     p, runs, st = data["problem"], data["runs"], data["setting"]
@@ -641,8 +548,7 @@ def _theorem1_bound(ctx: CheckContext) -> Outcome:
     "With eta(t) = alpha/(t + beta) -> 0, B(j) -> 0 and the RHS of (12), (L/2)[prod_{i<T} A(i) "
     "||theta(0) - theta*||^2 + sum_{j<T} B(j) prod_{i=j+1}^{T-1} A(i)], tends to 0 as T -> infinity, "
     "hence lim_T E[F(theta(T))] - F* = 0 (checked in the regime tau > 1, Gamma > 0)",
-    false_alarm=0.0,
-)
+    false_alarm=0.0, kind=PAPER_CLAIM)
 def _bound_vanishes(ctx: CheckContext) -> Outcome:
     data = _noniid_runs(ctx.seed, ctx.quick)
     if (bad := _diverged(data["runs"])) is not None:
@@ -713,8 +619,7 @@ def _bound_vanishes(ctx: CheckContext) -> Outcome:
     "Sec. 3.2 (asymptotic claim after Corollary 1)",
     "For decreasing eta(t) = alpha/(t + beta), lim_{T->inf} E[F(theta(T))] - F* = 0, in the regime tau > 1, "
     "Gamma > 0 with client Hessians that differ (where the printed bound does not vanish); checked as a "
-    "decreasing power law: the slope of log(E F(theta(T)) - F*) against log(T + beta) is < 0",
-)
+    "decreasing power law: the slope of log(E F(theta(T)) - F*) against log(T + beta) is < 0", kind=PAPER_CLAIM)
 def _gap_vanishes(ctx: CheckContext) -> Outcome:
     data = _noniid_runs(ctx.seed, ctx.quick)
     p, runs, st = data["problem"], data["runs"], data["setting"]
@@ -782,8 +687,7 @@ FLOOR_RUN = {"etas": (0.1, 0.25), "batch": 10, "q1": 2, "radius": math.sqrt(10.0
     "E[F(theta(T))] - F* <= (L/2)(1 - mu eta)^T ||theta(0) - theta*||^2 + (L/2)((1 - mu eta) eps d/(4 "
     "q1^2) + 1)"
     "(1 - (1 - mu eta)^T) eta G^2/mu for every T, i.e. linear convergence to a floor of at most "
-    "(L/2)(1 + (1 - mu eta) eps d/(4 q1^2)) eta G^2/mu",
-)
+    "(L/2)(1 + (1 - mu eta) eps d/(4 q1^2)) eta G^2/mu", kind=PAPER_CLAIM)
 def _floor(ctx: CheckContext) -> Outcome:
     st = _pick(ctx, _Setting(40, 3), _Setting(150, 8))
     p = quadratic(**FLOOR)
@@ -794,14 +698,14 @@ def _floor(ctx: CheckContext) -> Outcome:
     d = p.optimum.numel()
     for eta in etas:
         runs = [
-            simulate(
+            run_lfl(
                 p,
                 "lfl",
                 {"q1": c["q1"], "q2": None},
                 rounds=st.rounds,
                 local_steps=1,
                 batch_size=c["batch"],
-                eta=lambda r, s, e=eta: e,
+                lr=eta,
                 seed=s,
                 theta0=start_point(p, s, c["radius"]),
                 record_grads=True,
@@ -917,14 +821,14 @@ def _rate_check(
     tests, ev, series, curves = [], {}, {}, {}
     for i, (name, args, n_seeds) in enumerate(algs):
         runs = [
-            simulate(
+            run_lfl(
                 p,
                 name,
                 args,
                 rounds=rounds,
                 local_steps=tau,
                 batch_size=c["batch"],
-                eta=lr_schedule(a, b),
+                lr=lr_schedule(a, b),
                 seed=s,
                 theta0=start_point(p, s, radius),
             )
@@ -994,8 +898,7 @@ def _rate_check(
     "(tau - 1)) > 1: E||theta(T) - theta*||^2 <= max{beta ||theta(0)-theta*||^2, K/(a-1)}/(T + beta) = "
     "O(1/T), "
     "so E F(theta(T)) - F* = O(1/T), for LFL (q1 = 2); the quantization only changes the constant "
-    "(the LFL / lossless error ratio stays bounded)",
-)
+    "(the LFL / lossless error ratio stays bounded)", kind=DERIVED)
 def _rate_tau1(ctx: CheckContext) -> Outcome:
     rounds, n, n_ref = (30, 3, 2) if ctx.quick else (200, 10, 4)
     c = RATE_TAU1_RUN
@@ -1014,8 +917,7 @@ def _rate_tau1(ctx: CheckContext) -> Outcome:
     "lfl",
     "Sec. 3.2 (limit claim); O(1/T) derived in lfl.md 5.6 (not stated in the paper)",
     "With Gamma = 0 and tau > 1, eta(t) = alpha/(t + beta), alpha/beta <= min{1, 1/(mu tau)} and mu alpha "
-    "(tau - (alpha/beta)(tau - 1)) > 1: E||theta(T) - theta*||^2 = O(1/T) for LFL (q1 = 2)",
-)
+    "(tau - (alpha/beta)(tau - 1)) > 1: E||theta(T) - theta*||^2 = O(1/T) for LFL (q1 = 2)", kind=DERIVED)
 def _rate_gamma0(ctx: CheckContext) -> Outcome:
     rounds, n = (24, 3) if ctx.quick else (150, 8)
     c = RATE_G0_RUN

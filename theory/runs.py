@@ -1,0 +1,212 @@
+"""How the claims run the project's algorithms: through the benchmark's own path, with observers.
+
+There is one way to train here, the benchmark's: ``benchmark.experiment.prepare`` builds the data,
+partition, model and algorithm from an ``Experiment`` and ``benchmark.engine.simulate`` runs the round
+loop. The claims only add observers (``benchmark.engine``), which record without changing a number:
+
+* :class:`ParamTrace`: the global model before round 0 and after every round (float64, CPU), the
+  sampled clients, chosen server-state scalars, and a per-round ``hook(before, after, info)``;
+* :class:`StepGradSq`: ||g||^2 of every local stochastic gradient (per-step observation, sequential);
+* :class:`Diagnostics`: what an algorithm sends with ``algorithms.base.diagnose`` (GradMA's QP_l
+  corrections, BHerd's stored steps and selection, FedBAT's latent update and step sizes), per client.
+
+:func:`trace` runs an ``Experiment`` with ``benchmark.experiment.run`` itself. :func:`run_problem` runs
+a convex toy problem (``theory.problems``) with a step-size schedule the ``Experiment`` cannot express
+(eta(t) = alpha/(t + beta) per round, FedBAT's eta_t = 2/(mu(gamma + t)) per cumulative local step):
+the same ``prepare`` + ``simulate``, with ``LoopConfig.lr_schedule`` and :class:`InverseTimeSGD`.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from torch.utils import _pytree as pytree
+
+from benchmark import engine
+from benchmark.experiment import Experiment, prepare
+from benchmark.experiment import run as run_experiment
+from theory.provenance import check_algorithm
+
+__all__ = ["Diagnostics", "InverseTimeSGD", "ParamTrace", "StepGradSq", "Trace", "run_problem", "single_thread",
+           "trace"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Observers
+
+
+class ParamTrace(engine.Observer):
+    """Records the global parameters (float64, CPU) at the start and after every round, the sampled
+    clients of every round, ``server_keys`` scalars of the server state after every round, and
+    ``hook(server_before, server_after, info)`` per round (e.g. LFL's theta(t+1) - theta_hat(t))."""
+
+    def __init__(self, server_keys: Sequence[str] = (), hook: Callable | None = None):
+        self.server_keys = tuple(server_keys)
+        self.hook = hook
+        self.params: list[torch.Tensor] = []
+        self.client_ids: list[np.ndarray] = []
+        self.server: dict[str, list[float]] = {k: [] for k in self.server_keys}
+        self.extra: list = []
+        self.parts, self.data, self.alg = None, None, None  # the run's partition, dataset and algorithm
+
+    def _keep(self, params: torch.Tensor) -> None:
+        self.params.append(params.detach().double().cpu().clone())
+
+    def on_start(self, run):
+        self.parts, self.data, self.alg = run.parts, run.data, run.alg
+        self._keep(run.alg.global_params(run.server))
+
+    def on_round_end(self, run, e):
+        self._keep(e.params)
+        self.client_ids.append(e.info.client_ids.detach().cpu().numpy().copy())
+        for k in self.server_keys:
+            self.server[k].append(float(e.server[k]))
+        if self.hook is not None:
+            self.extra.append(self.hook(e.server_before, e.server, e.info))
+
+
+class StepGradSq(engine.Observer):
+    """||g||^2 (float64) of the last gradient each local step took, per (round, client, step): the
+    stochastic gradient the optimizer applies for plain local SGD (LFL, FedBAT's [g_m, g_alpha])."""
+
+    steps = True
+
+    def __init__(self):
+        self.values: dict[tuple[int, int], list[float]] = {}
+
+    def on_step(self, run, e):
+        leaves = pytree.tree_leaves(e.grads[-1]) if e.grads else []
+        self.values.setdefault((e.round, e.client_id), []).append(
+            float(sum((leaf.detach().double() ** 2).sum() for leaf in leaves)))
+
+    def array(self, client_ids: Sequence[np.ndarray]) -> np.ndarray:
+        """(rounds, clients, steps) in the order of each round's sampled clients."""
+        return np.array([[self.values[(r, int(c))] for c in ids] for r, ids in enumerate(client_ids)],
+                        dtype=np.float64)
+
+
+class Diagnostics(engine.Observer):
+    """The algorithm's diagnostics (``algorithms.base.diagnose``), per round a list of
+    (client_id, {name: tensor}) in the order of the stacked uplinks."""
+
+    diagnostics = True
+
+    def __init__(self, names: Sequence[str] | None = None):
+        self.names = None if names is None else set(names)
+        self.rounds: list[list[tuple[int, dict]]] = []
+
+    def on_round_start(self, run, e):
+        self.rounds.append([])
+
+    def on_client(self, run, e):
+        d = {k: v.detach().cpu() for k, v in e.diagnostics.items() if self.names is None or k in self.names}
+        self.rounds[-1].append((e.client_id, d))
+
+    def stacked(self, name: str) -> np.ndarray:
+        """name's values for every (round, client) as one float64 array (rounds, clients, calls, ...)."""
+        return np.array([[d[name].double().numpy() for _, d in rnd] for rnd in self.rounds])
+
+
+# --------------------------------------------------------------------------------------------------
+# Running
+
+
+@dataclass
+class Trace:
+    """A run as the claims see it."""
+
+    params: torch.Tensor  # (rounds + 1, d) float64: the initial vector, then after every round
+    client_ids: np.ndarray  # (rounds, K)
+    server: dict = field(default_factory=dict)  # key -> per-round floats
+    extra: list = field(default_factory=list)  # the ParamTrace hook's values per round
+    status: str = "ok"
+    executor: str = ""
+    parts: list = field(default_factory=list)
+    data: object = None
+    exp: Experiment | None = None
+    alg: object = None
+    final: dict = field(default_factory=dict)  # final metrics (trace: the run record's; run_problem: {})
+
+
+@contextlib.contextmanager
+def single_thread():
+    """Torch on one intra-op thread, then restore the previous count. These problems have a few hundred
+    parameters at most: intra-op threads only add synchronisation, which on a loaded machine costs
+    10-50x (measured: a 64x64 MLP step 0.3 ms on one thread, 15 ms on two under load)."""
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(prev)
+
+
+def _trace_of(rec: ParamTrace, status: str, executor: str, exp, final: dict | None = None) -> Trace:
+    ids = np.stack(rec.client_ids) if rec.client_ids else np.zeros((0, 0), np.int64)
+    return Trace(torch.stack(rec.params), ids, rec.server, rec.extra, status, executor, rec.parts, rec.data, exp,
+                 rec.alg, final or {})
+
+
+def trace(exp: Experiment, *, init: torch.Tensor | None = None, server_keys: Sequence[str] = (),
+          hook: Callable | None = None, observers: Sequence = ()) -> Trace:
+    """Run ``exp`` with ``benchmark.experiment.run`` (the benchmark's entry point) and record it.
+
+    ``init``: the initial flat parameter vector (replaces the seeded initialisation). Runs on one thread.
+    """
+    check_algorithm(exp.algorithm)
+    rec = ParamTrace(server_keys, hook)
+    with single_thread():
+        res = run_experiment(exp, observers=[rec, *observers], init=init)
+    return _trace_of(rec, res.status, res.config["executor_used"], exp, res.final)
+
+
+class InverseTimeSGD:
+    """Plain SGD whose step size decays within a round: eta_s = 1 / (1/lr + c s) at local step s
+    (``algorithms.optim`` protocol, vmap-safe: s is the optimizer state, reset every round).
+
+    With the round's lr = 2/(mu (gamma + r tau + 1)) and c = mu/2 this is FedBAT's eta_t =
+    2/(mu (gamma + t)) over the cumulative local step t = r tau + s + 1 (Theorems 1-2)."""
+
+    def __init__(self, c: float, weight_decay: float = 0.0):
+        self.c, self.weight_decay = float(c), float(weight_decay)
+
+    def init(self, params: torch.Tensor) -> dict:
+        return {"s": torch.zeros((), dtype=params.dtype, device=params.device)}
+
+    def step(self, params, grad, state, lr):
+        if self.weight_decay:
+            grad = grad + self.weight_decay * params
+        eta = 1.0 / (1.0 / lr + self.c * state["s"])
+        return params - eta * grad, {"s": state["s"] + 1}
+
+
+def run_problem(problem, algorithm: str, args: dict, *, rounds: int, local_steps: int, batch_size: int | None,
+                lr: float | Callable[[int], float], seed: int, theta0: torch.Tensor,
+                clients_per_round: int | None = None, step_decay: float = 0.0, executor: str = "vectorized",
+                server_keys: Sequence[str] = (), hook: Callable | None = None, observers: Sequence = ()) -> Trace:
+    """Run ``algorithm`` on a ``theory.problems.ConvexProblem`` from ``theta0``.
+
+    ``lr``: a constant or a schedule ``lr(round)``; ``step_decay`` c > 0 decays it within the round
+    (:class:`InverseTimeSGD`). ``batch_size=None``: full local batches (deterministic gradients). The
+    problem's clients are the run's clients; minibatches, sampling and algorithm noise follow the
+    engine's seeding from ``seed``. Evaluation runs once, after the last round.
+    """
+    wd = float(problem.experiment_args.get("weight_decay", 0.0))
+    exp = Experiment(algorithm=algorithm, dataset=problem.data, num_clients=None, model=problem.model,
+                     clients_per_round=clients_per_round, rounds=rounds, local_steps=local_steps,
+                     batch_size=batch_size, lr=float(lr(0)) if callable(lr) else float(lr), weight_decay=wd,
+                     algorithm_args=dict(args), seed=seed, eval_every=rounds, eval_train_samples=None,
+                     executor=executor, device="cpu")
+    check_algorithm(algorithm)
+    p = prepare(exp)
+    cfg = dataclasses.replace(p.cfg, lr_schedule=lr) if callable(lr) else p.cfg
+    opt = InverseTimeSGD(step_decay, wd) if step_decay else p.optimizer
+    rec = ParamTrace(server_keys, hook)
+    with single_thread():
+        out = engine.simulate(p.alg, p.fmodel, p.data, p.parts, cfg, executor=p.executor, optimizer=opt,
+                              observers=[rec, *observers], init=theta0)
+    return _trace_of(rec, out.status, out.executor, exp)
