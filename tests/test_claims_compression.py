@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import torch
 
 from algorithms import compression as C
 from algorithms.base import Message
-from theory.claims import HOLDS, VIOLATED, CheckContext, all_claims
+from theory.claims import HOLDS, VIOLATED, all_claims
 from theory.claims import compression as TC
 
 IDS = [
@@ -30,17 +29,6 @@ IDS = [
 def _claim(cid):
     (c,) = [c for c in all_claims(claim_id=cid) if c.id == cid]
     return c
-
-
-@pytest.mark.parametrize("cid", IDS)
-def test_claim_holds_quick(cid):
-    c = _claim(cid)
-    assert c.paper == cid.split(".")[0]
-    assert c.source and c.statement and c.false_alarm == 1e-3
-    r = c.run(CheckContext(seed=0, quick=True))
-    assert r["verdict"] == HOLDS, (r["key_number"], json.dumps(r["evidence"], default=str)[:4000])
-    assert r["key_number"] and r["key_number"] != "error"
-    json.dumps(r["evidence"], allow_nan=False)  # evidence is plain JSON
 
 
 def test_claims_are_registered_with_papers():

@@ -66,7 +66,7 @@ def test_bherd_diagnostics_are_the_stored_steps():
     tr = trace(exp, observers=[d])
     assert len(d.rounds) == 2 and all(len(r) == 4 for r in d.rounds)
     for cid, diag in d.rounds[0]:
-        Z, v, sel = diag["herd_steps"][0], diag["herd_valid"][0], diag["herd_selected"][0]
+        v, sel = diag["herd_valid"][0], diag["herd_selected"][0]
         tau = int(v.sum())
         assert tau == int(np.ceil(len(p.data.clients[cid]) / 4)) and int(sel.sum()) == int(np.floor(0.5 * tau + 0.5))
         assert not sel[~v].any()

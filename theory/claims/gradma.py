@@ -383,8 +383,8 @@ def _eps_l_runs(ctx: CheckContext, Ts, R, S, I, args=None, algorithm: str = "gra
 def eps_l_rate(ctx: CheckContext, *, Ts=None, args: dict | None = None, algorithm: str = "gradma") -> Outcome:
     """The check behind gradma.a4.eps_l_rate (``args``, ``algorithm`` plant defects or repairs in tests: an
     algorithm without the worker QP has no correction, so A4 holds trivially)."""
-    Ts = Ts or ([8, 16] if ctx.quick else [16, 32, 64, 128])
-    R, S, I = (2, 2, 5) if ctx.quick else (3, 2, 5)
+    Ts = Ts or ([8, 16, 32] if ctx.quick else [16, 32, 64, 128])
+    R, S, I = (3, 2, 5) if ctx.quick else (3, 2, 5)
     prob, eps_max, eps_late, act_late, gend = _eps_l_runs(ctx, Ts, R, S, I, args, algorithm)
     level = eps_max ** 2 * np.array(Ts)[None, :]  # eps_l^2 / (1/T): must be <= 1
     lev = stats.upper_bound(level.reshape(-1), 1.0)

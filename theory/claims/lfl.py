@@ -48,7 +48,8 @@ import torch
 
 from benchmark.federated_dataset import FederatedDataset
 from theory import stats
-from theory.claims import CheckContext, DERIVED, HOLDS, INCONCLUSIVE, Outcome, PAPER_CLAIM, VIOLATED, claim
+from theory.claims import (DERIVED, HOLDS, INCONCLUSIVE, PAPER_CLAIM, UNINFORMATIVE, VIOLATED, CheckContext, Outcome,
+                           bound_informative, claim)
 from theory.problems import ConvexProblem, bias_free_linear, quadratic
 from theory.runs import StepGradSq, run_problem
 
@@ -405,16 +406,23 @@ NONIID = {
 NONIID_RUN = {"tau": 2, "batch": 10, "alpha": 4.0, "beta": 8.0, "q1": 2, "radius": math.sqrt(10.0)}
 
 
+# 400 rounds: the bound (11a) falls below ||theta(0) - theta*||^2 = 10 (what an algorithm that never moves keeps)
+# after about 350 rounds, so the check reaches the horizon where the bound bites
+NONIID_FULL, NONIID_QUICK = _Setting(400, 8), _Setting(30, 3)
+
+
 @functools.lru_cache(maxsize=4)
-def _noniid_runs(seed: int, quick: bool) -> dict:
+def _noniid_runs(seed: int, quick: bool, algorithm: str = "lfl", rounds: int | None = None,
+                 seeds: int | None = None) -> dict:
     ctx = CheckContext(seed, quick)
-    st = _pick(ctx, _Setting(30, 3), _Setting(160, 8))
+    base = _pick(ctx, NONIID_QUICK, NONIID_FULL)
+    st = _Setting(rounds or base.rounds, seeds or base.seeds)
     p = hetero_quadratic(**NONIID)
     c = NONIID_RUN
     runs = [
         run_lfl(
             p,
-            "lfl",
+            algorithm,
             {"q1": c["q1"], "q2": None},
             rounds=st.rounds,
             local_steps=c["tau"],
@@ -484,7 +492,12 @@ def _noniid_constants(data: dict) -> dict:
     "B(i) = A(i) (eta(i-1) tau G / (2 q1))^2 eps d + eta(i)^2 (tau^2 + tau - 1) G^2 + (1 + mu(1 - eta(i))) "
     "eta(i)^2 G^2 tau(tau-1)(2tau-1)/6 + 2 eta(i)(tau - 1) Gamma, Gamma = F* - sum_m (B_m/B) F_m*", kind=PAPER_CLAIM)
 def _theorem1_bound(ctx: CheckContext) -> Outcome:
-    data = _noniid_runs(ctx.seed, ctx.quick)
+    return theorem1_bound_check(ctx)
+
+
+def theorem1_bound_check(ctx: CheckContext, algorithm: str = "lfl", rounds: int | None = None,
+                         seeds: int | None = None) -> Outcome:
+    data = _noniid_runs(ctx.seed, ctx.quick, algorithm, rounds, seeds)
     p, runs, st = data["problem"], data["runs"], data["setting"]
     if (bad := _diverged(runs)) is not None:
         return bad
@@ -500,12 +513,21 @@ def _theorem1_bound(ctx: CheckContext) -> Outcome:
     ratio = err.mean(0)[1:] / bound.mean(0)[1:]
     if not premise:
         verdict = INCONCLUSIVE
+    # an algorithm that never moves keeps ||theta(0) - theta*||^2 (same constants): does it pass too?
+    info = bound_informative(err.mean(0)[1:], bound.mean(0)[1:], np.full(st.rounds, x0.mean()))
+    bites = np.nonzero(bound.mean(0)[1:] < x0.mean())[0]
+    info["bound_below_initial_error_from_round"] = int(bites[0]) + 1 if len(bites) else None
+    if verdict == HOLDS and not info["informative"]:
+        verdict = UNINFORMATIVE
     r_max = float(ratio.max())
     t_all = np.arange(st.rounds + 1)
     return Outcome(
         verdict,
-        f"max_t E||theta(t)-theta*||^2 / bound = {r_max:.3g}",
+        f"max_t E||theta(t)-theta*||^2 / bound = {r_max:.3g} (slack >= {info['slack_bound_over_measured_min']:.3g}); "
+        + (f"a frozen algorithm fails from round {info['bound_below_initial_error_from_round']}"
+           if info["informative"] else "a frozen algorithm passes at every round checked"),
         {
+            "slack_and_frozen_reference": info,
             "constants": {kk: v for kk, v in k.items() if kk != "eps_t"},
             "step_size_premise_met": premise,
             "x0": float(x0.mean()),
@@ -550,10 +572,15 @@ def _theorem1_bound(ctx: CheckContext) -> Outcome:
     "hence lim_T E[F(theta(T))] - F* = 0 (checked in the regime tau > 1, Gamma > 0)",
     false_alarm=0.0, kind=PAPER_CLAIM)
 def _bound_vanishes(ctx: CheckContext) -> Outcome:
+    return bound_vanishes_check(ctx)
+
+
+def bound_vanishes_check(ctx: CheckContext, **constants) -> Outcome:
+    """``constants`` override the measured ones (tests: Gamma = 0 or tau = 1, where the bound does vanish)."""
     data = _noniid_runs(ctx.seed, ctx.quick)
     if (bad := _diverged(data["runs"])) is not None:
         return bad
-    k = _noniid_constants(data)
+    k = {**_noniid_constants(data), **constants}
     x0 = float(NONIID_RUN["radius"] ** 2)
 
     def eta(t):
@@ -621,7 +648,12 @@ def _bound_vanishes(ctx: CheckContext) -> Outcome:
     "Gamma > 0 with client Hessians that differ (where the printed bound does not vanish); checked as a "
     "decreasing power law: the slope of log(E F(theta(T)) - F*) against log(T + beta) is < 0", kind=PAPER_CLAIM)
 def _gap_vanishes(ctx: CheckContext) -> Outcome:
-    data = _noniid_runs(ctx.seed, ctx.quick)
+    return gap_vanishes_check(ctx)
+
+
+def gap_vanishes_check(ctx: CheckContext, algorithm: str = "lfl", rounds: int | None = None,
+                       seeds: int | None = None) -> Outcome:
+    data = _noniid_runs(ctx.seed, ctx.quick, algorithm, rounds, seeds)
     p, runs, st = data["problem"], data["runs"], data["setting"]
     if (bad := _diverged(runs)) is not None:
         return bad
@@ -677,6 +709,7 @@ FLOOR = {
     "noise": 0.5,
     "seed": 0,
 }
+FLOOR_FULL, FLOOR_QUICK = _Setting(150, 8), _Setting(40, 8)
 FLOOR_RUN = {"etas": (0.1, 0.25), "batch": 10, "q1": 2, "radius": math.sqrt(10.0)}
 
 
@@ -689,18 +722,25 @@ FLOOR_RUN = {"etas": (0.1, 0.25), "batch": 10, "q1": 2, "radius": math.sqrt(10.0
     "(1 - (1 - mu eta)^T) eta G^2/mu for every T, i.e. linear convergence to a floor of at most "
     "(L/2)(1 + (1 - mu eta) eps d/(4 q1^2)) eta G^2/mu", kind=PAPER_CLAIM)
 def _floor(ctx: CheckContext) -> Outcome:
-    st = _pick(ctx, _Setting(40, 3), _Setting(150, 8))
+    return floor_check(ctx)
+
+
+def floor_check(ctx: CheckContext, algorithm: str = "lfl", rounds: int | None = None, seeds: int | None = None,
+                etas: tuple | None = None) -> Outcome:
+    base = _pick(ctx, FLOOR_QUICK, FLOOR_FULL)
+    st = _Setting(rounds or base.rounds, seeds or base.seeds)
     p = quadratic(**FLOOR)
     c = FLOOR_RUN
-    etas = c["etas"] if not ctx.quick else c["etas"][-1:]
+    etas = etas or c["etas"]
     seeds = seeds_for(ctx, st.seeds)
     per_eta, samples, series = {}, [], {}
+    measured, bounds, frozen = [], [], []
     d = p.optimum.numel()
     for eta in etas:
         runs = [
             run_lfl(
                 p,
-                "lfl",
+                algorithm,
                 {"q1": c["q1"], "q2": None},
                 rounds=st.rounds,
                 local_steps=1,
@@ -722,6 +762,9 @@ def _floor(ctx: CheckContext) -> Outcome:
         T = np.arange(st.rounds + 1)
         rhs = np.stack([corollary1_rhs(T, eta, p.mu, p.L, G2, eps, d, c["q1"], x0) for x0 in err[:, 0]])
         samples.append((gaps - rhs)[:, 1:])
+        measured.append(gaps.mean(0)[1:])
+        bounds.append(rhs.mean(0)[1:])
+        frozen.append(np.full(st.rounds, gaps[:, 0].mean()))  # an algorithm that never moves keeps the initial gap
         floor = corollary1_floor(eta, p.mu, p.L, G2, eps, d, c["q1"])
         tail = gaps[:, -max(2, st.rounds // 5) :].mean()
         per_eta[str(eta)] = {
@@ -738,7 +781,12 @@ def _floor(ctx: CheckContext) -> Outcome:
     verdict, summ = bound_verdict(np.concatenate(samples, axis=1), ALPHA)
     if not all(v["premise_eta_le_min(1,1/mu)"] for v in per_eta.values()):
         verdict = INCONCLUSIVE
-    ev = {"per_eta": per_eta, "test": summ}
+    info = bound_informative(np.concatenate(measured), np.concatenate(bounds), np.concatenate(frozen))
+    if verdict == HOLDS and not info["informative"]:
+        verdict = UNINFORMATIVE
+    ev = {"per_eta": per_eta, "test": summ, "slack_and_frozen_reference": info,
+          "reading": "(13) decays to its floor (L/2)(1 + (1 - mu eta) eps d/(4 q1^2)) eta G^2/mu; where that floor is "
+                     "below the initial gap F(theta(0)) - F*, an algorithm that never moves fails the check"}
     if len(etas) > 1:
         f = [per_eta[str(e)]["measured_floor"] for e in etas]
         ev["floor_scaling"] = {
@@ -751,7 +799,8 @@ def _floor(ctx: CheckContext) -> Outcome:
         f"eta={e}: floor {per_eta[str(e)]['measured_floor']:.3g} vs printed "
         f"{per_eta[str(e)]['printed_floor']:.3g}"
         for e in etas
-    )
+    ) + f"; slack >= {info['slack_bound_over_measured_min']:.3g}; frozen reference " + (
+        "fails" if info["informative"] else "passes")
     return Outcome(
         verdict,
         key,
@@ -900,13 +949,23 @@ def _rate_check(
     "so E F(theta(T)) - F* = O(1/T), for LFL (q1 = 2); the quantization only changes the constant "
     "(the LFL / lossless error ratio stays bounded)", kind=DERIVED)
 def _rate_tau1(ctx: CheckContext) -> Outcome:
-    rounds, n, n_ref = (30, 3, 2) if ctx.quick else (200, 10, 4)
+    return rate_tau1(ctx)
+
+
+RATE_TAU1_FULL, RATE_TAU1_QUICK = (200, 10, 4), (60, 6, 2)  # rounds, seeds, reference seeds
+
+
+def rate_tau1(ctx: CheckContext, algorithm: str = "lfl", rounds: int | None = None, seeds: int | None = None,
+              reference: bool = True) -> Outcome:
+    r0, n0, n_ref = RATE_TAU1_QUICK if ctx.quick else RATE_TAU1_FULL
+    rounds, n = rounds or r0, seeds or n0
     c = RATE_TAU1_RUN
+    algs = [(algorithm, {"q1": c["q1"], "q2": None}, n)] + ([("lossless", {}, n_ref)] if reference else [])
     return _rate_check(
         ctx,
         quadratic(**RATE_TAU1),
         c,
-        [("lfl", {"q1": c["q1"], "q2": None}, n), ("lossless", {}, n_ref)],
+        algs,
         rounds,
         f"tau = 1, quadratic {RATE_TAU1}",
     )
@@ -919,13 +978,22 @@ def _rate_tau1(ctx: CheckContext) -> Outcome:
     "With Gamma = 0 and tau > 1, eta(t) = alpha/(t + beta), alpha/beta <= min{1, 1/(mu tau)} and mu alpha "
     "(tau - (alpha/beta)(tau - 1)) > 1: E||theta(T) - theta*||^2 = O(1/T) for LFL (q1 = 2)", kind=DERIVED)
 def _rate_gamma0(ctx: CheckContext) -> Outcome:
-    rounds, n = (24, 3) if ctx.quick else (150, 8)
+    return rate_gamma0(ctx)
+
+
+RATE_G0_FULL, RATE_G0_QUICK = (150, 8), (60, 6)  # rounds, seeds
+
+
+def rate_gamma0(ctx: CheckContext, algorithm: str = "lfl", rounds: int | None = None,
+                seeds: int | None = None) -> Outcome:
+    r0, n0 = RATE_G0_QUICK if ctx.quick else RATE_G0_FULL
+    rounds, n = rounds or r0, seeds or n0
     c = RATE_G0_RUN
     return _rate_check(
         ctx,
         hetero_quadratic(**RATE_G0),
         c,
-        [("lfl", {"q1": c["q1"], "q2": None}, n)],
+        [(algorithm, {"q1": c["q1"], "q2": None}, n)],
         rounds,
         f"Gamma = 0 with gradient noise at theta* (hetero_quadratic {RATE_G0}: every client's "
         "least-squares solution is theta*)",
