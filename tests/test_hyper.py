@@ -106,3 +106,15 @@ def test_constraints():
         ("beta1", 0.9, "in [0, 1)"), ("eta_g", 1.0, "> 0 and finite"), ("weighting", "samples",
                                                                        "one of 'samples', 'uniform'")]
 
+
+def test_list_shows_every_hyperparameter_with_its_constraint(capsys):
+    import re
+
+    from benchmark.cli import main
+
+    assert main(["list", "hyperparameters"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\| fedavgm +\| beta1 +\| 0\.9 +\| in \[0, 1\) +\|", out)
+    assert re.search(r"\| gradma +\| m +\| None +\| an integer >= 0 or None +\|", out)
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "algorithm" not in line]
+    assert len(rows) == sum(len(dataclasses.fields(algorithms.get_class(n).Hyper)) for n in algorithms.names())
