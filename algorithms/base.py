@@ -519,7 +519,7 @@ def make_hyper(cls: type[Algorithm], args: Mapping[str, Any] | None) -> Any:
 
 def with_server_momentum(base: type[Algorithm], name: str, beta1: float = 0.9) -> type[Algorithm]:
     """``base`` with the server momentum optimizer (``optim.ServerMomentum``) in place of its plain
-    server step (``optim.ServerSGD``), registered under ``name``: the GradMA paper's "slow-momentum
+    server step (``optim.ServerSGD``), named ``name`` (``register`` it): the GradMA paper's "slow-momentum
     variants" (Sec. 6.1; App. Alg. 5-6: FedAvgM, FedProxM, MIFAM; MOONM, FedMLBM).
 
     The variant keeps base's local rule, uplink and aggregation and overrides nothing else; its
