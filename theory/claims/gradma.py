@@ -333,7 +333,8 @@ def local_steps_i(ctx: CheckContext, *, S=None, I=None, T=None, seeds=None, args
     extra = {"I": Is, "S": S, "T": T, "N": _N, "beta1": _COR_BETA1, "beta2": _BETA2, "seeds": R,
              "avg_grad_sq": avg.tolist(),
              "gradma_s_control": {"avg_grad_sq": ctrl.tolist(), "seeds": Rc,
-                                  "slope": float(np.polyfit(np.log(Is), np.log(ctrl.mean(0)), 1)[0])},
+                                  "slope": float(np.polyfit(np.log(Is), np.log(ctrl.mean(0)), 1)[0])}
+             if control else None,
              "note": "the Corollary's effective step per round eta_g eta_l I = (S/I)^{1/2}/(T^{1/2} L) shrinks like "
                      "I^{-1/2}, which is where the I^{1/2} of the bound comes from; when QP_l removes most of each "
                      "local gradient after tau = 0 (gradma.a4.projection_real_training), the I local steps move the "
