@@ -34,6 +34,8 @@ class LoopConfig:
     eval_every: int
     seed: int
     eval_train_samples: int | None
+    # a run whose training loss exceeds this factor times its initial training loss is diverged (None: off)
+    divergence_factor: float | None = None
 
 
 @dataclass
@@ -53,6 +55,20 @@ class Diverged(RuntimeError):
 
 def _finite(t: torch.Tensor) -> bool:
     return bool(torch.isfinite(t).all())
+
+
+def loss_growth(train_loss: float, initial: float | None, factor: float | None) -> str | None:
+    """Divergence that is not NaN: why ``train_loss`` counts as diverged, or None.
+
+    The rule: the training loss exceeds ``factor`` times the training loss of the initial model (on the
+    same samples). Off when ``factor`` is None or the initial loss is not a positive number.
+    """
+    if factor is None or initial is None or not (math.isfinite(initial) and initial > 0):
+        return None
+    if train_loss > factor * initial:
+        return (f"training loss {train_loss:.4g} exceeds divergence_factor {factor:g} x the initial "
+                f"training loss {initial:.4g}")
+    return None
 
 
 def train(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
@@ -80,6 +96,9 @@ def train(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, pa
                                                                  replace=False)
     train_idx_t = torch.from_numpy(np.sort(train_idx)).to(dev)
 
+    initial_loss = None
+    if cfg.divergence_factor is not None:
+        initial_loss, _ = fmodel.evaluate(params0, buffers, data.x_train[train_idx_t], data.y_train[train_idx_t])
     history: list[dict] = []
     t_start = time.perf_counter()
     status, message = "ok", ""
@@ -120,13 +139,17 @@ def train(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, pa
                 entry["train_loss"], _ = fmodel.evaluate(params, buffers, data.x_train[train_idx_t],
                                                          data.y_train[train_idx_t])
                 diverged = not (math.isfinite(entry["test_loss"]) and math.isfinite(entry["train_loss"]))
+                grown = None if diverged else loss_growth(entry["train_loss"], initial_loss, cfg.divergence_factor)
+                if grown:
+                    status, message = "diverged", f"{grown} at round {r + 1}"
+                    diverged = True
         entry["wall_time"] = time.perf_counter() - t_start
         history.append(entry)
         if progress is not None:
             progress(r, entry)
         if diverged:
             status = "diverged"
-            message = f"non-finite parameters or loss at round {r + 1}"
+            message = message or f"non-finite parameters or loss at round {r + 1}"
             break
     params = alg.global_params(server)
     return LoopResult(history, status, server, params, buffers, runner.name, message)
