@@ -469,6 +469,15 @@ def get_class(name: str) -> type[Algorithm]:
         raise ValueError(f"unknown algorithm {name!r}.{hint} Known: {', '.join(sorted(_REGISTRY))}") from None
 
 
+def _convert(cls: type[Algorithm], key: str, value, kind: type, what: str):
+    """``kind(value)``, or a ValueError naming the algorithm and the hyperparameter."""
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{cls.name}: hyperparameter {key} must be {what}, got {value!r} "
+                         f"(e.g. --arg {key}={getattr(cls.Hyper(), key, 1)})") from None
+
+
 def make_hyper(cls: type[Algorithm], args: Mapping[str, Any] | None) -> Any:
     """Build the frozen hyperparameter dataclass, with a clear error for unknown or invalid keys."""
     args = dict(args or {})
@@ -489,9 +498,9 @@ def make_hyper(cls: type[Algorithm], args: Mapping[str, Any] | None) -> Any:
                 raise ValueError(f"{cls.name}: {k} must be true or false, got {v!r}")
             v = v.lower() in ("1", "true", "yes", "on")
         elif isinstance(default, float) and isinstance(v, (int, str)):
-            v = float(v)
+            v = _convert(cls, k, v, float, "a number")
         elif isinstance(default, int) and not isinstance(default, bool) and isinstance(v, str):
-            v = int(v)
+            v = _convert(cls, k, v, int, "an integer")
         converted[k] = v
     hp = cls.Hyper(**converted)
     validate = getattr(hp, "validate", None)
