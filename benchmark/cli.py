@@ -14,7 +14,8 @@ def _parse_kv(items: list[str] | None, flag: str) -> dict:
             if not part:
                 continue
             if "=" not in part:
-                raise SystemExit(f"fedrepro: {flag} expects KEY=VALUE, got {part!r}")
+                print(f"fedrepro: {flag} expects KEY=VALUE, got {part!r}", file=sys.stderr)
+                raise SystemExit(2)
             k, v = part.split("=", 1)
             try:
                 out[k.strip()] = json.loads(v)
@@ -138,13 +139,8 @@ def cmd_run(a) -> int:
     from tabulate import tabulate
 
     from . import store
-    from .experiment import run
+    from .experiment import choose_threads, run
 
-    from .experiment import choose_threads, load_warning
-
-    high_load = load_warning()
-    if high_load:
-        print(f"fedrepro: warning: {high_load}", file=sys.stderr)
     if a.suite:
         from . import runner
 
@@ -163,15 +159,17 @@ def cmd_run(a) -> int:
         except store.StoreError as e:
             print(f"fedrepro: {e}", file=sys.stderr)
             return 2
+    for exp in exps:  # every run is checked before the first one starts
+        try:
+            exp.validate()
+        except ValueError as e:
+            print(f"fedrepro: invalid experiment: {e}", file=sys.stderr)
+            return 2
+    warn_if_loaded()
     threads = choose_threads(1)
     rows, results = [], []
     try:
         for exp in exps:
-            try:
-                exp.validate()
-            except ValueError as e:
-                print(f"fedrepro: invalid experiment: {e}", file=sys.stderr)
-                return 2
             res = run(exp, progress=not a.no_progress, threads=threads)
             results.append(res)
             rows.append(_row(res))
@@ -195,7 +193,19 @@ def cmd_run(a) -> int:
         print(json.dumps([r.record() for r in results], indent=1, default=str))
     else:
         print(tabulate(rows, headers=HEADERS, tablefmt="github"))
+    for r in results:
+        if r.status != "ok":
+            print(f"fedrepro: run {r.config_hash} (seed {r.config['seed']}) {r.status}: {r.message}", file=sys.stderr)
     return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def warn_if_loaded() -> None:
+    """``fedrepro run`` warns, as ``bench`` does, when other processes already keep every core busy."""
+    from .experiment import load_warning
+
+    high_load = load_warning()
+    if high_load:
+        print(f"fedrepro: warning: {high_load}", file=sys.stderr)
 
 
 def cmd_list(a) -> int:

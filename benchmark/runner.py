@@ -14,14 +14,11 @@ aside and its cell runs again (``store``); torch threads fit the free cores (``c
 from __future__ import annotations
 
 import copy
-import ctypes
 import dataclasses
 import itertools
 import json
 import os
-import signal
 import sys
-import threading
 import time
 import traceback
 from concurrent.futures.process import BrokenProcessPool
@@ -33,9 +30,10 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from . import store
+from . import lifeline, store
 from .experiment import DICT_FIELDS as _DICT_FIELDS
-from .experiment import Experiment, Threads, choose_threads, code_version, config_hash, usable_cpus
+from .experiment import (Experiment, Threads, choose_threads, code_version, config_hash, load_warning,
+                         usable_cpus)
 
 SUITES_DIR = Path(__file__).parent / "suites"
 _TOP_KEYS = {"name", "description", "paper", "requires", "metric", "defaults", "matrix", "override", "reference",
@@ -204,13 +202,18 @@ def compute_cell(exp: Experiment, threads: Threads | int | None = None) -> dict:
     try:
         rec = json.loads(run(exp, threads=threads).to_json(indent=None))
     except Exception as e:  # noqa: BLE001 - a failing cell is a result, and the suite goes on
-        cfg = exp.config()
-        rec = {"schema": 1, "config": cfg, "config_hash": config_hash(cfg), "code_version": code_version(),
-               "environment": {}, "partition": {}, "history": [], "final": {"wall_time": time.perf_counter() - t0},
-               "status": "failed", "message": f"{type(e).__name__}: {e}",
-               "traceback": traceback.format_exc(limit=20)}
+        rec = failed_record(exp, e, time.perf_counter() - t0)
     assert rec["config_hash"] == exp.config_hash(), "config hash changed while running"
     return rec
+
+
+def failed_record(exp: Experiment, error: BaseException, wall: float) -> dict:
+    """The record of a cell that failed (it is run again on resume)."""
+    cfg = exp.config()
+    return {"schema": 1, "config": cfg, "config_hash": config_hash(cfg), "code_version": code_version(),
+            "environment": {}, "partition": {}, "history": [], "final": {"wall_time": wall},
+            "status": "failed", "message": f"{type(error).__name__}: {error}",
+            "traceback": "".join(traceback.format_exception(error, limit=20))}
 
 
 def save_cell(out_dir: str | os.PathLike, rec: dict) -> dict:
@@ -275,6 +278,7 @@ def run_suite(suite: Suite, backend: str = "local", jobs: int | str | None = Non
     if backend not in BACKENDS:
         raise SuiteError(f"unknown backend {backend!r}; choose local, process or ray")
     check_jobs(jobs)
+    _check_how(suite, device, executor)
     out_dir = results_dir(results_root, suite.name)
     store.check_writable_folder(out_dir, "results folder")
     store.clean_stale_temps(out_dir)
@@ -321,36 +325,21 @@ def run_suite(suite: Suite, backend: str = "local", jobs: int | str | None = Non
     return counts
 
 
+def _check_how(suite: Suite, device: str | None, executor: str | None) -> None:
+    """--device / --executor are checked once, before any work (not found wrong by every cell)."""
+    from .experiment import resolve_device
+
+    try:
+        dataclasses.replace(suite.cells[0].experiment, **({"device": device} if device else {}),
+                            **({"executor": executor} if executor else {})).validate()
+        if device:
+            resolve_device(device)
+    except ValueError as e:
+        raise SuiteError(str(e)) from None
+
+
 # --------------------------------------------------------------------------------------------------
-# The process backend: records are written by the parent only, and workers end when the parent ends
-
-
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Process-worker initializer: end this worker when its parent ends, by any signal (kill -9 too).
-
-    On Linux the kernel sends SIGKILL at the parent's death (prctl PR_SET_PDEATHSIG); everywhere a
-    daemon thread also polls the parent pid. Ctrl-C is left to the parent, which stops its workers.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):  # pragma: no cover - no prctl: the watchdog below suffices
-            pass
-    if os.getppid() != parent_pid:  # the parent died before the death signal was armed
-        os._exit(1)
-    threading.Thread(target=_watch_parent, args=(parent_pid,), name="watch-parent", daemon=True).start()
-
-
-def _watch_parent(parent_pid: int, every: float = 0.5) -> None:
-    while True:
-        time.sleep(every)
-        if os.getppid() != parent_pid:  # re-parented: the parent is gone
-            os._exit(1)
+# The process backend: records are written by the parent only, and workers end when it ends (lifeline)
 
 
 def _stop_workers(pool) -> None:
@@ -372,8 +361,9 @@ def _run_process(exps: list[Experiment], out_dir: str, jobs: int | str | None, d
     workers, threads, note = process_plan(jobs, len(exps))
     if note:
         print(f"fedrepro: {note}", file=sys.stderr)
+    # spawn: a worker starts light (benchmark.lifeline arms its death signal), then imports torch
     pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                  initializer=die_with_parent, initargs=(os.getpid(),))
+                                  initializer=lifeline.die_with_parent, initargs=(os.getpid(),))
     try:
         futures = [pool.submit(compute_cell, e, threads) for e in exps]
         for f in cf.as_completed(futures):
@@ -407,11 +397,16 @@ def _run_ray(exps: list[Experiment], out_dir: str, address: str | None, done) ->
         # several cells share a GPU: each asks for a fraction
         task = ray.remote(num_cpus=1, num_gpus=0.25 if gpus else 0, max_retries=RAY_TASK_RETRIES)(compute_cell)
         threads = Threads(1, "1: a Ray task holds one CPU")
-        pending = [task.remote(e, threads) for e in exps]
+        cells = {task.remote(e, threads): e for e in exps}
+        pending = list(cells)
         try:
             while pending:
                 ready, pending = ray.wait(pending, num_returns=1)
-                done(save_cell(out_dir, ray.get(ready[0])))  # the driver writes each record once
+                try:
+                    rec = ray.get(ready[0])
+                except ray.exceptions.RayError as e:  # lost beyond its retries (nodes gone): a failed cell
+                    rec = failed_record(cells[ready[0]], e, 0.0)
+                done(save_cell(out_dir, rec))  # the driver writes each record once
         except BaseException:  # Ctrl-C or an error: cancel what is queued or running
             for ref in pending:
                 try:
@@ -433,6 +428,9 @@ def main_run_suite(a) -> int:
         return 2
     out_dir = results_dir(a.results, suite.name)
     print(f"suite {suite.name}: {len(suite.cells)} cells -> {out_dir}", file=sys.stderr)
+    high_load = load_warning()
+    if high_load:
+        print(f"fedrepro: warning: {high_load}", file=sys.stderr)
     try:
         counts = run_suite(suite, a.backend, a.jobs, a.results, a.address, progress=not a.no_progress,
                            device=a.device, executor=a.executor)

@@ -96,6 +96,7 @@ def write_json_atomic(path: str | os.PathLike, obj, indent: int | None = 1) -> P
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; a record gets the usual permissions
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=indent, default=str)
             f.flush()
@@ -108,6 +109,12 @@ def write_json_atomic(path: str | os.PathLike, obj, indent: int | None = 1) -> P
             pass
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def record_path(folder: str | os.PathLike, record: dict) -> Path:
