@@ -10,7 +10,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -121,7 +121,7 @@ class Experiment:
         return engine.LoopConfig(self.rounds, self.clients_per_round,
                                  None if self.local_steps else self.local_epochs, self.local_steps,
                                  self.batch_size, self.lr, self.lr_decay, self.eval_every, self.seed,
-                                 self.eval_train_samples, self.divergence_factor)
+                                 self.eval_train_samples, divergence_factor=self.divergence_factor)
 
 
 def config_hash(config: dict) -> str:
@@ -358,16 +358,25 @@ def final_metrics(history: list[dict], wall: float) -> dict:
     return out
 
 
-def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False,
-        threads: Threads | int | None = None) -> RunResult:
-    """Run one experiment and return its result (history, final metrics, model, provenance).
+@dataclass
+class Prepared:
+    """What a run is made of, built from an ``Experiment`` exactly as ``run`` builds it."""
 
-    ``threads``: torch's intra-op threads for the run (``choose_threads()`` picks them from the free
-    cores); None leaves torch's setting as it is.
-    """
-    threads_rule = _use_threads(threads)
+    data: FederatedDataset
+    parts: list[np.ndarray]
+    partition: dict
+    module: torch.nn.Module
+    fmodel: ex.FunctionalModel
+    alg: Any
+    cfg: engine.LoopConfig
+    optimizer: Any
+    executor: str
+    device: torch.device
+
+
+def prepare(exp: Experiment) -> Prepared:
+    """Validate ``exp`` and build its data, partition, model, algorithm, loop settings and optimizer."""
     exp.validate()
-    t0 = time.perf_counter()
     device = resolve_device(exp.device)
     data = load_dataset(exp, device)
     parts, part_info = make_partition(exp, data)
@@ -381,14 +390,28 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False,
                          f"(labels 0/1), but {data.name!r} has {data.num_classes}")
     alg = algorithms.make(exp.algorithm, fmodel.layout, len(parts), exp.algorithm_args)
     executor = "vectorized" if exp.executor == "auto" else exp.executor
-    cfg = exp.loop_config()
     opt = optim.make(exp.optimizer, exp.momentum, exp.weight_decay)
+    return Prepared(data, parts, part_info, module, fmodel, alg, exp.loop_config(), opt, executor, device)
 
+
+def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False, *,
+        observers: Sequence = (), init: torch.Tensor | None = None,
+        threads: Threads | int | None = None) -> RunResult:
+    """Run one experiment and return its result (history, final metrics, model, provenance).
+
+    ``observers`` watch the run (``benchmark.engine``; they change no number). ``init``: a flat initial
+    parameter vector replacing the seeded initialisation (its fingerprint enters the config and its hash).
+    ``threads``: torch's intra-op threads for the run (``choose_threads()`` picks them from the free
+    cores); None leaves torch's setting as it is.
+    """
+    threads_rule = _use_threads(threads)
+    t0 = time.perf_counter()
+    p = prepare(exp)
     callback, bar = None, None
     if progress is True:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=exp.rounds, desc=f"{exp.algorithm} on {data.name}", unit="round", leave=False,
+        bar = tqdm(total=exp.rounds, desc=f"{exp.algorithm} on {p.data.name}", unit="round", leave=False,
                    disable=None)  # no bar when stderr is not a terminal
 
         def callback(r, entry):
@@ -397,22 +420,28 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False,
                 bar.set_postfix(acc=f"{entry['test_accuracy']:.4f}")
     elif callable(progress):
         callback = progress
+    watch = list(observers) + ([engine.Progress(callback)] if callback is not None else [])
     try:
-        out = engine.train(alg, fmodel, data, parts, cfg, executor, opt, callback)
+        out = engine.simulate(p.alg, p.fmodel, p.data, p.parts, p.cfg, executor=p.executor, optimizer=p.optimizer,
+                              observers=watch, init=init)
     finally:
         if bar is not None:
             bar.close()
+    module = p.module
     torch.nn.utils.vector_to_parameters(out.params.detach(), module.parameters())
     for name, buf in module.named_buffers():
         if name in out.buffers:
             buf.copy_(out.buffers[name])
     config = exp.config()
+    if init is not None:
+        config["init_fingerprint"] = hashlib.sha256(
+            init.detach().to(torch.float32).cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
     config["executor_used"] = out.executor
-    env = environment(device)
+    env = environment(p.device)
     if threads_rule:
         env["threads_rule"] = threads_rule
-    result = RunResult(config, config_hash(config), code_version(), env, part_info,
+    result = RunResult(config, config_hash(config), code_version(), env, p.partition,
                        out.history, {**final_metrics(out.history, time.perf_counter() - t0),
-                                     "num_params": fmodel.layout.size}, out.status,
+                                     "num_params": p.fmodel.layout.size}, out.status,
                        out.message, module.eval())
     return result

@@ -98,6 +98,7 @@ except KeyboardInterrupt:
 """
 
 
+@pytest.mark.slow
 def test_ray_cluster_survives_losing_a_node(tmp_path):
     t_end = time.monotonic() + DEADLINE_S
     suite = write_tiny_suite(tmp_path, name="raytiny", rounds=40, seeds=(0, 1, 2))
