@@ -437,12 +437,17 @@ def statistics(labels, parts, num_classes: int | None = None) -> dict:
         "num_overlapping": int(sizes.sum() - assigned),
         "num_empty_clients": int((sizes == 0).sum()),
         "heterogeneity": {
-            "tv_mean": float(np.mean(tv)) if tv else None,
+            "tv_mean": _mean(tv) if tv else None,
             "tv_max": float(np.max(tv)) if tv else None,
-            "js_mean": float(np.mean(js)) if js else None,
+            "js_mean": _mean(js) if js else None,
             "js_max": float(np.max(js)) if js else None,
         },
     }
+
+
+def _mean(values: list[float]) -> float:
+    """The mean, kept within [min, max]: the float mean of equal values can exceed them by one ulp."""
+    return float(np.clip(np.mean(values), np.min(values), np.max(values)))
 
 
 def _js_bits(p: np.ndarray, q: np.ndarray) -> float:
