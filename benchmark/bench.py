@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 
 SCHEMA = 1
-METHODS = ("sequential", "vectorized", "limit_module", "limit_functional")
+METHODS = ("sequential", "vectorized", "auto", "limit_module", "limit_functional")
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,10 @@ PRESETS = {
                      "the offline digits models (logreg, mlp) on 1x8x8 inputs"),
 }
 
-#: (device type, preset, model, metric, minimum) from issue 4
+#: (device type, preset, model, metric, minimum) from issues 4 and 14
 TARGETS = (
     ("cpu", "digits", "logreg", "vectorized_over_sequential", 3.0),
+    ("cpu", "fmnist_cnn", "fedbat_cnn", "auto_over_best", 0.9),  # auto within 10% of the faster executor
     ("cuda", "fmnist_cnn", "fedbat_cnn", "vectorized_over_sequential", 20.0),
     ("cuda", "fmnist_cnn", "fedbat_cnn", "vectorized_over_limit", 0.6),
 )
@@ -88,6 +89,8 @@ class Measurement:
     config: Config
     params: int
     seconds: dict[str, list[float]] = field(default_factory=dict)
+    flops_per_sample: float = 0.0
+    auto: dict = field(default_factory=dict)  # the executor choice of ``executor="auto"`` (benchmark.cost)
 
     def median(self, method: str) -> float:
         return statistics.median(self.seconds[method])
@@ -108,7 +111,11 @@ class Measurement:
             "sample_gradients_per_round": work,
             "seconds": self.seconds, "median_seconds": med,
             "sample_gradients_per_s": sgs, "rounds_per_s": rps, "limit_kind": limit_kind,
+            "flops_per_sample": self.flops_per_sample, "auto_executor": self.auto.get("executor"),
+            "auto_reason": self.auto.get("reason"),
             "vectorized_over_sequential": sgs["vectorized"] / sgs["sequential"],
+            # auto against the faster of the two executors, each timed separately (1 = the right pick)
+            "auto_over_best": sgs["auto"] / max(sgs["sequential"], sgs["vectorized"]),
             "vectorized_over_limit": sgs["vectorized"] / sgs["limit"],
             "sequential_over_limit": sgs["sequential"] / sgs["limit"],
             # the same ratios from the fastest repeat of each method (less sensitive to other processes)
@@ -193,6 +200,8 @@ class Workload:
         from . import models
         from .federated_dataset import FederatedDataset
 
+        from . import cost
+
         self.cfg, self.device = cfg, device
         k, b, s, n = cfg.clients, cfg.batch_size, cfg.local_steps, cfg.samples_per_client
         g = torch.Generator().manual_seed(cfg.seed)
@@ -204,6 +213,8 @@ class Workload:
         torch.manual_seed(cfg.seed)
         module = models.build(cfg.model, cfg.input_shape, cfg.num_classes).to(device)
         self.params = models.param_count(module)
+        self.flops_per_sample = cost.flops_per_sample(module, cfg.input_shape)
+        self.auto = cost.choose_executor("auto", device.type, True, self.flops_per_sample, b)
 
         # -- the federated round (engine pieces) --
         fmodel = ex.FunctionalModel(module, data.task)
@@ -271,6 +282,7 @@ class Workload:
 
         self.fns = {"sequential": fl_round(ex.get("sequential")),
                     "vectorized": fl_round(ex.get("vectorized")),
+                    "auto": fl_round(ex.get(self.auto.executor)),  # timed on its own: its own noise
                     "limit_module": limit_module, "limit_functional": limit_functional}
 
     def time_once(self, method: str) -> float:
@@ -286,7 +298,7 @@ class Workload:
 def measure(cfg: Config, device, repeats: int, warmup: int, log=None) -> Measurement:
     """Warm up every method, then time them ``repeats`` times in a rotating order."""
     w = Workload(cfg, device)
-    m = Measurement(cfg, w.params, {name: [] for name in METHODS})
+    m = Measurement(cfg, w.params, {name: [] for name in METHODS}, w.flops_per_sample, w.auto.record())
     for method in METHODS:
         for _ in range(warmup):
             w.time_once(method)
@@ -413,16 +425,19 @@ def table(result: dict) -> str:
                      _fmt(sg["sequential"]), _fmt(sg["vectorized"]), f"{_fmt(sg['limit'])} ({lim})",
                      f"{rp['sequential']:.3g}", f"{rp['vectorized']:.3g}",
                      f"{s['vectorized_over_sequential']:.2f}x ({s['vectorized_over_sequential_min']:.2f}x)",
-                     f"{s['vectorized_over_limit']:.0%} ({s['vectorized_over_limit_min']:.0%})"])
+                     f"{s['vectorized_over_limit']:.0%} ({s['vectorized_over_limit_min']:.0%})",
+                     f"{s['auto_executor'][:3]}: {s['auto_over_best']:.2f}"])
     headers = ["preset", "model", "params", "clients x batch x steps", "sequential sg/s", "vectorized sg/s",
-               "limit sg/s", "seq rounds/s", "vec rounds/s", "vec/seq", "vec/limit"]
+               "limit sg/s", "seq rounds/s", "vec rounds/s", "vec/seq", "vec/limit", "auto: picks, /faster"]
     lines = [(f"fedrepro bench on {result['device']} ({result['device_name']}), torch {result['torch']}, "
               f"{result['threads']} threads, median of {result['repeats']}; load average "
               f"{result['load_average_before']} -> {result['load_average_after']}"),
              tabulate(rows, headers=headers, tablefmt="github"),
              ("sg/s = sample-gradients per second; limit = centralized training of the same model on the "
               "same K*B samples per step (the faster of an nn.Module step and a torch.func.grad step); "
-              "throughputs and ratios from median times, ratios in parentheses from the fastest repeats.")]
+              "throughputs and ratios from median times, ratios in parentheses from the fastest repeats; "
+              "auto: the executor executor=\"auto\" picks (benchmark.cost), timed separately, over the faster "
+              "of sequential and vectorized (1 = the right pick).")]
     for t in result["targets"]:
         lines.append(f"target {t['device']} {t['preset']}/{t['model']}: {t['metric']} >= {t['minimum']:g}: "
                      f"{t['value']:.2f} -> {'met' if t['met'] else 'NOT met'}")

@@ -64,7 +64,8 @@ def _experiment_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--eval-train-samples", type=_int_or_none,
                    help="training samples used for the training objective (default 10000; 'all')")
     g.add_argument("--executor", choices=["auto", "sequential", "vectorized"],
-                   help="how local updates run (default auto = vectorized where it applies)")
+                   help="how local updates run (default auto: the faster one for this model, batch and device, "
+                        "by the rule of benchmark/cost.py; the run record says which and why)")
     g.add_argument("--device", help="auto | cpu | cuda (default auto)")
     g.add_argument("--data-root", help="folder with real datasets (default $FEDREPRO_DATA or ~/.cache/fedrepro/data)")
     g.add_argument("--download", action="store_true", default=None, help="download real datasets if missing")
@@ -180,14 +181,27 @@ def cmd_list(a) -> int:
     if what in (None, "suites"):
         from . import runner
 
+        from . import cost
+
+        dev = cost.device_type_of(getattr(a, "device", None))
+        bench = cost.latest_bench(dev)
+        tp = cost.cost_model_from_bench(bench) if bench else None
         rows = []
         for n in runner.suite_names():
             try:
                 st = runner.load_suite(n)
-                rows.append([n, len(st.cells), st.requires, " ".join(st.description.split())[:90]])
-            except runner.SuiteError as e:
-                rows.append([n, "-", "-", f"INVALID: {e}"])
-        print("Suites\n" + tabulate(rows, headers=["name", "cells", "needs", "about"], tablefmt="github") + "\n")
+                est = cost.estimate_suite(st, dev, tp)
+                rows.append([n, len(st.cells), cost.human_count(est["sample_gradients"]),
+                             cost.human_seconds(est["seconds"]), st.requires,
+                             " ".join(st.description.split())[:90]])
+            except (runner.SuiteError, ValueError) as e:
+                rows.append([n, "-", "-", "-", "-", f"INVALID: {e}"])
+        src = (f"from {bench['_path']} ({bench.get('device_name', dev)}, {bench.get('date', '?')[:10]})"
+               if bench else f"none: no `fedrepro bench` results for {dev} in results/perf/")
+        print("Suites\n" + tabulate(rows, headers=["name", "cells", "sample-gradients", f"est. time ({dev})",
+                                                   "needs", "about"], tablefmt="github")
+              + f"\nsample-gradients: the training work of all cells; est. time: one cell after another on this "
+                f"device with executor auto, evaluation included; throughput {src}.\n")
     if what in (None, "models"):
         print("Models\n" + tabulate([[n, models.describe(n)] for n in models.names()],
                                     headers=["name", "about"], tablefmt="github") + "\n")

@@ -18,7 +18,7 @@ import torch
 import algorithms
 from algorithms import optim
 
-from . import engine
+from . import cost, engine
 from . import executors as ex
 from .federated_dataset import FederatedDataset
 
@@ -55,7 +55,7 @@ class Experiment:
     model_args: dict = field(default_factory=dict)
     eval_every: int = 1
     eval_train_samples: int | None = 10000  # the training objective is measured on this many samples
-    executor: str = "auto"  # auto | sequential | vectorized
+    executor: str = "auto"  # auto (benchmark.cost.choose_executor) | sequential | vectorized
     device: str = "auto"  # auto | cpu | cuda
     data_root: str | None = None
     download: bool = False
@@ -192,12 +192,14 @@ class RunResult:
     status: str
     message: str = ""
     model: torch.nn.Module | None = None
+    #: how the run was executed: the executor and why it was chosen (``benchmark.cost``)
+    execution: dict = field(default_factory=dict)
 
     def record(self) -> dict:
         return {"schema": RECORD_SCHEMA, "config": self.config, "config_hash": self.config_hash,
                 "code_version": self.code_version, "environment": self.environment,
                 "partition": self.partition, "history": self.history, "final": self.final,
-                "status": self.status, "message": self.message}
+                "status": self.status, "message": self.message, "execution": self.execution}
 
     def to_json(self, indent: int | None = 1) -> str:
         return json.dumps(self.record(), indent=indent, default=_json_default)
@@ -298,7 +300,8 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False) -
         raise ValueError(f"model {exp.model!r} is a binary squared-hinge SVM: it needs a dataset with 2 classes "
                          f"(labels 0/1), but {data.name!r} has {data.num_classes}")
     alg = algorithms.make(exp.algorithm, fmodel.layout, len(parts), exp.algorithm_args)
-    executor = "vectorized" if exp.executor == "auto" else exp.executor
+    choice = choose_executor(exp, fmodel, data, parts, alg.vectorizable, device)
+    executor = choice.executor
     cfg = exp.loop_config()
     opt = optim.make(exp.optimizer, exp.momentum, exp.weight_decay)
 
@@ -329,5 +332,14 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False) -
     result = RunResult(config, config_hash(config), code_version(), environment(device), part_info,
                        out.history, {**final_metrics(out.history, time.perf_counter() - t0),
                                      "num_params": fmodel.layout.size}, out.status,
-                       out.message, module.eval())
+                       out.message, module.eval(), {**choice.record(), "executor": out.executor})
     return result
+
+
+def choose_executor(exp: Experiment, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list,
+                    vectorizable: bool, device: torch.device) -> cost.ExecutorChoice:
+    """The executor ``exp`` runs with: its own, or for ``auto`` the rule of ``benchmark.cost``."""
+    sizes = np.array([len(p) for p in parts], dtype=np.float64)
+    batch = float(np.mean(sizes if exp.batch_size is None else np.minimum(sizes, exp.batch_size)))
+    flops = cost.flops_per_sample(fmodel.module, data.input_shape) if exp.executor == "auto" else 0.0
+    return cost.choose_executor(exp.executor, device.type, vectorizable, flops, batch)

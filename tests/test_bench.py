@@ -30,7 +30,9 @@ def test_quick_json_has_ratios_and_throughputs(capsys):
     assert all(_positive_finite(out["throughput"][m]) for m in ("sequential", "vectorized", "limit"))
     (cfg,) = out["configs"]
     assert cfg["sample_gradients_per_round"] == 3 * 8 * 2
-    assert set(cfg["seconds"]) == {"sequential", "vectorized", "limit_module", "limit_functional"}
+    assert set(cfg["seconds"]) == {"sequential", "vectorized", "auto", "limit_module", "limit_functional"}
+    assert cfg["auto_executor"] == "vectorized" and cfg["flops_per_sample"] == 2560  # logreg: 2 x 2 x 64 x 10
+    assert _positive_finite(cfg["auto_over_best"])
     assert cfg["limit_kind"] in ("limit_module", "limit_functional")
     assert [t["model"] for t in out["targets"]] == ["logreg"]  # the CPU target applies to digits/logreg
 
@@ -47,6 +49,9 @@ def test_cnn_preset_table_and_out_file(tmp_path, capsys):
     assert "fedbat_cnn" in text and "vec/seq" in text and "vec/limit" in text
     rec = json.loads(path.read_text())
     assert rec["headline"] == "fmnist_cnn/fedbat_cnn" and rec["configs"][0]["params"] > 100_000
+    # batch 4: 4 x 6.0e7 FLOPs per client step, under the CPU rule's 5e8 (batch 64 would be sequential)
+    assert rec["configs"][0]["auto_executor"] == "vectorized"
+    assert [t["metric"] for t in rec["targets"]] == ["auto_over_best"]
     assert _positive_finite(rec["vectorized_over_limit"])
 
 
