@@ -135,14 +135,34 @@ def _tensor_fingerprint(data: FederatedDataset) -> str:
 # Provenance
 
 
-@lru_cache(maxsize=1)
-def code_version() -> dict:
+def package_version() -> str:
+    """fedrepro's version: the source tree's pyproject.toml when running from one (``PYTHONPATH=.``, no
+    install, or an editable install), else the installed distribution's metadata."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    pyproject = os.path.join(root, "pyproject.toml")
+    if os.path.isfile(pyproject):
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            import tomli as tomllib
+        try:
+            with open(pyproject, "rb") as f:
+                meta = tomllib.load(f).get("project", {})
+            if meta.get("name") == "fedrepro" and meta.get("version"):
+                return str(meta["version"])
+        except (OSError, ValueError):
+            pass
     try:
         from importlib.metadata import version
 
-        pkg = version("fedrepro")
-    except Exception:  # pragma: no cover - running from a source tree without install
-        pkg = "0+unknown"
+        return version("fedrepro")
+    except Exception:  # noqa: BLE001 - neither a source tree nor an install
+        return "0+unknown"
+
+
+@lru_cache(maxsize=1)
+def code_version() -> dict:
+    pkg = package_version()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     commit, dirty = None, None
     try:

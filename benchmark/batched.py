@@ -1,0 +1,249 @@
+"""Batched runs: cells that differ only in seed, partition or numeric hyperparameters, as one job.
+
+A group of R runs trains in lockstep: each round every run prepares its own clients (its sampling,
+partition, schedules, RNG keys and client states), then ONE ``vmap`` runs ``local_update`` over all
+(run, client) pairs, each pair with its own downlink, learning rate and numeric hyperparameters
+(batched 0-d tensors), then each run aggregates, evaluates and records on its own
+(``benchmark.engine``). A run's record equals the record of the same cell run alone with the vectorized
+executor, to float rounding (tests/test_batched.py).
+
+Which hyperparameters may differ inside a group is measured, not declared (``tensor_fields``): a
+probe runs ``local_update`` of the algorithm on a tiny model under ``vmap`` with a field (or the
+learning rate) as a batched tensor, and compares with separate instances built by ``algorithms.make``
+with each value. A field that fails (Python control flow on it, a value derived in ``__init__``, an
+operator built from it) must be equal across a group. Non-float fields always must.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+import torch
+
+import algorithms
+from algorithms.base import Message, stack_trees, tree_map
+
+#: Experiment fields that must be equal inside a group (the others: seed, partition, lr, lr_decay,
+#: eval_every, eval_train_samples, algorithm_args' tensor fields, and how-to-run fields)
+SHARED_FIELDS = ("algorithm", "dataset", "dataset_args", "model", "model_args", "num_clients",
+                 "clients_per_round", "rounds", "local_epochs", "local_steps", "batch_size", "momentum",
+                 "weight_decay", "optimizer", "device", "data_root", "download")
+#: datasets whose data depend on the seed (generated): their runs group only with the same seed
+SEEDED_DATASETS = ("synthetic",)
+LR = "lr"  # the name the probe uses for the local learning rate
+
+
+# --------------------------------------------------------------------------------------------------
+# Which hyperparameters can be batched tensors
+
+
+def _float_fields(cls) -> list[str]:
+    hp = cls.Hyper()
+    return [f.name for f in dataclasses.fields(hp)
+            if isinstance(getattr(hp, f.name), float) and not isinstance(getattr(hp, f.name), bool)]
+
+
+def _tensor_hyper(hp, values: dict):
+    """A copy of the frozen dataclass ``hp`` with ``values`` (tensors) set, without running its
+    ``__init__``/``__post_init__`` (checks on values belong to the real, per-run instances)."""
+    new = copy.copy(hp)
+    for k, v in values.items():
+        object.__setattr__(new, k, v)
+    return new
+
+
+def batched_local_update(alg, ctx, downlink: Message, client_state, hyper: dict):
+    """``alg.local_update`` with the numeric hyperparameters ``hyper`` (0-d tensors) in place of its own."""
+    if hyper:
+        alg = copy.copy(alg)
+        alg.hp = _tensor_hyper(alg.hp, hyper)
+    return alg.local_update(ctx, downlink, client_state)
+
+
+def _probe_values(cls, name: str) -> tuple | None:
+    """Two valid, distinct values of float field ``name`` (None if none are found)."""
+    v0 = getattr(cls.Hyper(), name)
+    cands = [v0 * 0.8, v0 * 1.25, v0 + 0.1, v0 - 0.1, 0.3, 0.05] if v0 != 0 else [0.05, 0.1, 0.3]
+    for v1 in cands:
+        if v1 == v0:
+            continue
+        try:
+            algorithms.base.make_hyper(cls, {name: v1})
+            return v0, v1
+        except (ValueError, TypeError):
+            continue
+    return None
+
+
+def _randomize(tree, gen: torch.Generator):
+    def one(t):
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            return t + 0.1 * torch.randn(t.shape, generator=gen, dtype=t.dtype)
+        return t
+    return tree_map(one, tree)
+
+
+@lru_cache(maxsize=None)
+def tensor_fields(name: str) -> frozenset:
+    """The hyperparameters of algorithm ``name`` (and ``"lr"``) that can differ inside a group."""
+    return probe_fields(algorithms.get_class(name))
+
+
+def probe_fields(cls) -> frozenset:
+    """``tensor_fields`` of an algorithm class (registered or not)."""
+    if not cls.vectorizable:
+        return frozenset()
+    fields = [LR, *_float_fields(cls)]
+    if _safe_probe(cls, fields):  # all at once (one probe), else one by one
+        return frozenset(fields)
+    return frozenset(f for f in fields if _safe_probe(cls, [f]))
+
+
+def _safe_probe(cls, fields: list[str]) -> bool:
+    try:
+        return _probe(cls, fields)
+    except Exception:  # noqa: BLE001 - any failure means: not as a tensor
+        return False
+
+
+def _probe(cls, fields: list[str]) -> bool:
+    """Does ``local_update`` under vmap with ``fields`` batched (two values each) equal two separate
+    instances built by ``algorithms.make`` with each value? (A field that ``local_update`` never reads,
+    e.g. a server step size, passes: it acts only in the per-run server code, which is right.)"""
+    from torch.func import vmap
+
+    from . import executors as ex
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+    fmodel = ex.FunctionalModel(model, "classification")
+    gen = torch.Generator().manual_seed(1)
+    x, y = torch.randn(24, 4, generator=gen), torch.randint(0, 3, (24,), generator=gen)
+    lrs = (0.05, 0.08) if LR in fields else (0.05, 0.05)
+    args: list[dict] = [{}, {}]
+    for f in fields:
+        if f == LR:
+            continue
+        values = _probe_values(cls, f)
+        if values is None:
+            return False
+        args[0][f], args[1][f] = values
+    algs = [cls(algorithms.base.make_hyper(cls, a), fmodel.layout, 4) for a in args]
+    p0 = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
+    downs, states = [], []
+    for a in algs:
+        server = _randomize(a.init(p0), gen)
+        downs.append(_randomize(a.broadcast(server), gen))
+        states.append(_randomize(a.client_init(p0), gen))
+    opt = algorithms.optim.make("sgd")
+    idx = torch.arange(24).reshape(3, 8)
+    w = torch.ones(3, 8)
+    key = torch.tensor(7, dtype=torch.int64)
+    steps, n, cid = torch.tensor(3), torch.tensor(24.0), torch.tensor(1)
+
+    def one(alg, hyper, lr, down, state):
+        ctx = ex.ClientContext(fmodel, x, y, idx, w, None, {}, key, opt, lr, steps, n, cid, 0)
+        return batched_local_update(alg, ctx, down, state, hyper)
+
+    fmodel.weighted = False
+    ref = [vmap(lambda d, s, a=a, lr=lr: one(a, {}, lr, d, s))(*stack_trees([(dn, st)]))
+           for a, lr, dn, st in zip(algs, lrs, downs, states)]
+    hyper = {f: torch.tensor([args[0][f], args[1][f]], dtype=torch.float32) for f in args[0]}
+    if LR in fields:  # a batched 0-d tensor per pair; else the Python float every run shares
+        got = vmap(lambda h, lr, d, s: one(algs[0], h, lr, d, s))(
+            hyper, torch.tensor(lrs, dtype=torch.float32), stack_trees(downs), stack_trees(states))
+    else:
+        got = vmap(lambda h, d, s: one(algs[0], h, lrs[0], d, s))(hyper, stack_trees(downs), stack_trees(states))
+    for i in range(2):
+        a = torch.utils._pytree.tree_leaves(tree_map(lambda t: t[0], ref[i]))
+        b = torch.utils._pytree.tree_leaves(tree_map(lambda t, i=i: t[i], got))
+        if len(a) != len(b):
+            return False
+        for u, v in zip(a, b):
+            if u.shape != v.shape or u.dtype != v.dtype:
+                return False
+            if u.is_floating_point():
+                if not torch.allclose(u, v, rtol=1e-5, atol=1e-6):
+                    return False
+            elif not torch.equal(u, v):
+                return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------------
+# Grouping cells
+
+
+def _dataset_name(exp) -> str | None:
+    if not isinstance(exp.dataset, str):
+        return None
+    from . import datasets
+
+    try:
+        return datasets._resolve(exp.dataset)[0]
+    except ValueError:
+        return None
+
+
+def group_key(exp) -> tuple:
+    """Cells with the same key can share a batched job (their values of the tensor fields may differ)."""
+    if not isinstance(exp.dataset, str) or not isinstance(exp.model, str):
+        return ("alone", id(exp))
+    cls = algorithms.get_class(exp.algorithm)
+    if not cls.vectorizable:
+        return ("alone", exp.config_hash())
+    free = tensor_fields(exp.algorithm)
+    shared = {f: getattr(exp, f) for f in SHARED_FIELDS}
+    if _dataset_name(exp) in SEEDED_DATASETS:
+        shared["seed"] = exp.seed
+    if LR not in free:
+        shared["lr"] = exp.lr
+        shared["lr_decay"] = exp.lr_decay
+    hp = algorithms.base.make_hyper(cls, exp.algorithm_args)
+    shared["algorithm_args"] = {f.name: getattr(hp, f.name) for f in dataclasses.fields(hp)
+                                if f.name not in free}
+    return ("group", json.dumps(shared, sort_keys=True, default=str))
+
+
+def plan_groups(exps: list, max_runs: int) -> list[list[int]]:
+    """Indices of ``exps`` in groups of at most ``max_runs`` (order kept within and across groups)."""
+    if max_runs <= 1:
+        return [[i] for i in range(len(exps))]
+    by_key: dict[tuple, list[int]] = {}
+    for i, e in enumerate(exps):
+        by_key.setdefault(group_key(e), []).append(i)
+    groups = []
+    for key, idx in by_key.items():
+        if key[0] == "alone":
+            groups.extend([i] for i in idx)
+            continue
+        for s in range(0, len(idx), max_runs):
+            groups.append(idx[s:s + max_runs])
+    groups.sort(key=lambda g: g[0])
+    return groups
+
+
+@dataclass(frozen=True)
+class GroupSize:
+    runs: int
+    reason: str
+
+
+def default_group_runs(exp, device_type: str, executor: str, memory_bytes: float | None = None) -> GroupSize:
+    """How many runs to batch by default: 1 where runs alone take the sequential executor (batching
+    only pays where vectorizing does); else as many as fit in a quarter of the device memory by an
+    activation estimate (CUDA), capped at 32; on a CPU 8 (bench: the gain flattens by then)."""
+    if executor != "vectorized":
+        return GroupSize(1, f"runs alone take the {executor} executor: batching does not pay")
+    if device_type == "cpu":
+        return GroupSize(8, "cpu default")
+    if memory_bytes is None or not math.isfinite(memory_bytes):
+        return GroupSize(8, "device memory unknown")
+    return GroupSize(32, "device default")
+
+
+__all__ = ["tensor_fields", "probe_fields", "group_key", "plan_groups", "batched_local_update",
+           "default_group_runs", "SHARED_FIELDS"]
