@@ -86,8 +86,8 @@ def _asv_cases():
 
 @pytest.mark.parametrize("cls, method, combo", list(_asv_cases()))
 def test_asv_benchmark_runs_once(cls, method, combo, monkeypatch):
-    if cls.__name__ == "Speedup":
-        monkeypatch.setattr(cls, "workload_shape", (3, 8, 2))
+    if hasattr(cls, "workload_shape"):  # the ratio benchmarks, shrunk
+        monkeypatch.setattr(cls, "workload_shape", (3, 8, 2) if cls.__name__ == "Speedup" else (2, 4, 1))
         monkeypatch.setattr(cls, "timing_repeats", 1)
     threads = torch.get_num_threads()
     bench = cls()
@@ -105,4 +105,19 @@ def test_asv_benchmark_runs_once(cls, method, combo, monkeypatch):
 
 def test_asv_benchmarks_are_all_collected():
     names = {c.values[0].__name__ for c in _asv_cases()}
-    assert names >= {"ExecutorRound", "Compressors", "Partition", "TheoryCheck", "Speedup"}
+    assert names >= {"ExecutorRound", "Compressors", "Partition", "TheoryCheck", "Speedup", "SpeedupCNN"}
+
+
+def test_asv_history_script_lists_commits(capsys):
+    """The history recorder (benchmark/asv_history.py), cheaply: which commits it would record."""
+    import subprocess
+
+    from benchmark import asv_history
+
+    try:
+        asv_history.commits()
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        pytest.skip("not a git checkout")
+    assert asv_history.main(["record", "--dry-run", "--machine", "no-such-machine"]) == 0
+    out = capsys.readouterr().out
+    assert "commit(s) to record for machine 'no-such-machine'" in out
