@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 import torch
@@ -208,22 +207,56 @@ def group_key(exp) -> tuple:
     return ("group", json.dumps(shared, sort_keys=True, default=str))
 
 
-def plan_groups(exps: list, max_runs: int) -> list[list[int]]:
-    """Indices of ``exps`` in groups of at most ``max_runs`` (order kept within and across groups)."""
-    if max_runs <= 1:
-        return [[i] for i in range(len(exps))]
+def plan_groups(exps: list, max_runs: int | None, device=None) -> list[list[int]]:
+    """Indices of ``exps`` in groups of at most ``max_runs`` runs (None: ``group_size_for`` each kind of
+    cell on ``device``), order kept within and across groups."""
+    return [g.indices for g in plan(exps, max_runs, device)]
+
+
+@dataclass(frozen=True)
+class Group:
+    indices: list
+    reason: str  # why this size (or why alone)
+
+
+def plan(exps: list, max_runs: int | None, device=None) -> list[Group]:
+    """``plan_groups`` with the reason for each group's size."""
+    import torch
+
+    if max_runs is not None and max_runs <= 1:
+        return [Group([i], "--group-runs 1") for i in range(len(exps))]
+    device = torch.device(device or "cpu")
     by_key: dict[tuple, list[int]] = {}
     for i, e in enumerate(exps):
         by_key.setdefault(group_key(e), []).append(i)
     groups = []
     for key, idx in by_key.items():
         if key[0] == "alone":
-            groups.extend([i] for i in idx)
+            groups.extend(Group([i], _alone_reason(exps[i])) for i in idx)
             continue
-        for s in range(0, len(idx), max_runs):
-            groups.append(idx[s:s + max_runs])
-    groups.sort(key=lambda g: g[0])
+        if max_runs is None:
+            size = group_size_for(exps[idx[0]], device)
+            n, why = size.runs, size.reason
+        else:
+            n, why = max_runs, f"--group-runs {max_runs}"
+        for s in range(0, len(idx), n):
+            groups.append(Group(idx[s:s + n], why))
+    groups.sort(key=lambda g: g.indices[0])
     return groups
+
+
+def _alone_reason(exp) -> str:
+    if not isinstance(exp.dataset, str) or not isinstance(exp.model, str):
+        return "a dataset or model object (Python API): not grouped"
+    return f"{exp.algorithm} is not vectorizable: runs alone"
+
+
+#: CPU: runs per batched job by default (fedrepro bench --preset runs: the gain flattens by then)
+CPU_GROUP_RUNS = 8
+#: CUDA: a vectorized step of the whole group should hold about this much arithmetic (FLOPs) to fill
+#: the GPU; more runs than that only queue
+CUDA_STEP_FLOPS = 2e12
+MAX_GROUP_RUNS = 64
 
 
 @dataclass(frozen=True)
@@ -232,18 +265,49 @@ class GroupSize:
     reason: str
 
 
-def default_group_runs(exp, device_type: str, executor: str, memory_bytes: float | None = None) -> GroupSize:
-    """How many runs to batch by default: 1 where runs alone take the sequential executor (batching
-    only pays where vectorizing does); else as many as fit in a quarter of the device memory by an
-    activation estimate (CUDA), capped at 32; on a CPU 8 (bench: the gain flattens by then)."""
-    if executor != "vectorized":
-        return GroupSize(1, f"runs alone take the {executor} executor: batching does not pay")
+def default_group_runs(device_type: str, executor_alone: str, flops_sample: float, activation_bytes: float,
+                       params: int, clients: int, batch: float, free_memory: float | None) -> GroupSize:
+    """How many runs to batch by default.
+
+    1 where a run alone takes the sequential executor (compute-bound on a CPU: batching only pays where
+    vectorizing does). CPU: ``CPU_GROUP_RUNS``. CUDA: as many as fit in half the free device memory
+    (per (run, client) pair: the batch's activations x 3 for backward, and ten parameter-sized vectors)
+    and as make one vectorized step about ``CUDA_STEP_FLOPS``, at most ``MAX_GROUP_RUNS``.
+    """
+    if executor_alone != "vectorized":
+        return GroupSize(1, f"a run alone takes the {executor_alone} executor here: batching does not pay")
     if device_type == "cpu":
-        return GroupSize(8, "cpu default")
-    if memory_bytes is None or not math.isfinite(memory_bytes):
-        return GroupSize(8, "device memory unknown")
-    return GroupSize(32, "device default")
+        return GroupSize(CPU_GROUP_RUNS, "cpu default (results/perf/README.md)")
+    step = max(clients * batch * flops_sample, 1.0)
+    by_compute = max(1, int(CUDA_STEP_FLOPS // step))
+    pair = batch * activation_bytes * 3 + 10 * params * 4
+    by_memory = MAX_GROUP_RUNS if not free_memory or pair <= 0 else max(1, int(0.5 * free_memory // (clients * pair)))
+    runs = max(1, min(by_compute, by_memory, MAX_GROUP_RUNS))
+    return GroupSize(runs, f"{device_type}: {by_compute} by compute ({step:.2g} FLOPs per step per run), "
+                           f"{by_memory} by memory, at most {MAX_GROUP_RUNS}")
+
+
+def group_size_for(exp, device) -> GroupSize:
+    """``default_group_runs`` for an experiment (model built on the meta device; no data read)."""
+    import torch
+
+    from . import cost, models
+
+    if not isinstance(exp.model, str) or not algorithms.get_class(exp.algorithm).vectorizable:
+        return GroupSize(1, "custom model or not vectorizable")
+    work = cost.cell_work(exp)
+    with torch.device("meta"):
+        module = models.build(exp.model, tuple(work["input_shape"]), work["classes"], **dict(exp.model_args))
+    flops = cost.flops_per_sample(module, tuple(work["input_shape"]))
+    choice = cost.choose_executor(exp.executor, device.type, True, flops, work["batch"])
+    free = None
+    if device.type == "cuda":
+        free = float(torch.cuda.mem_get_info(device)[0])
+    params = sum(p.numel() for p in module.parameters())
+    return default_group_runs(device.type, choice.executor, flops,
+                              cost.activation_bytes_per_sample(module, tuple(work["input_shape"])),
+                              params, work["clients_per_round"], work["batch"], free)
 
 
 __all__ = ["tensor_fields", "probe_fields", "group_key", "plan_groups", "batched_local_update",
-           "default_group_runs", "SHARED_FIELDS"]
+           "default_group_runs", "group_size_for", "SHARED_FIELDS"]

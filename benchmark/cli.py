@@ -116,6 +116,8 @@ def cmd_run(a) -> int:
     if a.suite:
         from . import runner
 
+        if a.dry_run:
+            return runner.main_dry_run(a)
         return runner.main_run_suite(a)
     exps, any_flag = _experiments_from_args(a)
     if not any_flag:
@@ -225,6 +227,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="write each run record as OUT/<config_hash>.json")
     r.add_argument("--json", action="store_true", help="print the run records as JSON instead of a table")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--group-runs", type=int, default=None, metavar="N",
+                   help="suites: batch up to N cells that differ only in seed, partition or numeric "
+                        "hyperparameters into one vectorized job (default: chosen from the device, the model "
+                        "and its memory; 1 disables it)")
+    r.add_argument("--dry-run", action="store_true",
+                   help="suites: show the cells to run, their batched jobs, sample-gradients and the estimated "
+                        "time on this device, and run nothing")
     r.set_defaults(func=cmd_run)
 
     lst = sub.add_parser("list", help="list algorithms, datasets, partitions and models")
@@ -234,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     import importlib
     import importlib.util
 
-    for mod_name in ("theory_cli", "bench", "report"):  # subcommands living in their own modules
+    for mod_name in ("theory_cli", "bench", "report", "validate"):  # subcommands living in their own modules
         if importlib.util.find_spec(f"benchmark.{mod_name}") is not None:
             importlib.import_module(f"benchmark.{mod_name}").add_parser(sub)
     return p

@@ -317,3 +317,48 @@ def device_type_of(name: str | None) -> str:
 
 __all__ = ["choose_executor", "ExecutorChoice", "flops_per_sample", "model_flops", "latest_bench",
            "cost_model_from_bench", "CostModel", "estimate_cell", "estimate_suite", "cell_work"]
+
+
+def estimate_group(exps: list, device_type: str, model: CostModel | None) -> dict:
+    """Work and seconds of ``exps`` run as one batched job (vectorized over all their clients); one
+    experiment: ``estimate_cell``."""
+    import algorithms
+
+    first = exps[0]
+    alone = estimate_cell(first, device_type, model, algorithms.get_class(first.algorithm).vectorizable)
+    if len(exps) == 1:
+        return alone
+    works = [cell_work(e) for e in exps]
+    out = {**alone, "executor": "vectorized (batched)", "runs": len(exps),
+           "sample_gradients": sum(w["sample_gradients"] for w in works), "seconds": None}
+    if model is not None and alone["flops_per_sample"]:
+        r, w = len(exps), works[0]
+        per_round = model.round_seconds("vectorized", r * w["clients_per_round"], w["steps"], w["batch"],
+                                        alone["flops_per_sample"])
+        evaluation = sum(x["eval_forwards"] for x in works) * alone["flops_per_sample"] \
+            * model.sec_per_flop["sequential"] * FORWARD_FRACTION
+        out["seconds"] = first.rounds * (per_round + r * model.round_overhead) + evaluation
+    return out
+
+
+def activation_bytes_per_sample(module, input_shape: tuple[int, ...]) -> float:
+    """Bytes of the outputs of every leaf module for one training sample (what backward keeps, about),
+    from a forward on the meta device. 0 when the model cannot run on meta."""
+    import torch
+
+    total = [0]
+
+    def hook(_m, _i, out):
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                total[0] += t.numel() * t.element_size()
+
+    try:
+        meta = copy.deepcopy(module).to("meta").train()
+        handles = [m.register_forward_hook(hook) for m in meta.modules() if not list(m.children())]
+        meta(torch.zeros(2, *input_shape, device="meta"))
+        for h in handles:
+            h.remove()
+    except Exception:  # noqa: BLE001
+        return 0.0
+    return total[0] / 2

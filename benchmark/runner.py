@@ -332,3 +332,84 @@ def main_run_suite(a) -> int:
     paths = report.write_report(suite, out_dir)
     print(paths["markdown"].read_text())
     return 0 if counts.get("failed", 0) == 0 else 1
+
+
+# --------------------------------------------------------------------------------------------------
+# Batched runs and the dry run (issue 14)
+
+
+def _with_how(exps: list[Experiment], device: str | None, executor: str | None) -> list[Experiment]:
+    out = []
+    for e in exps:
+        if device:
+            e = dataclasses.replace(e, device=device)
+        if executor:
+            e = dataclasses.replace(e, executor=executor)
+        out.append(e)
+    return out
+
+
+def plan_suite(suite: Suite, results_root: str = "results", device: str | None = None,
+               executor: str | None = None, group_runs: int | None = None) -> dict:
+    """What ``run_suite`` would do: the unfinished cells, their batched groups, work and estimated time."""
+    from . import batched, cost
+
+    out_dir = results_dir(results_root, suite.name)
+    todo, done = pending_cells(suite, out_dir)
+    exps = _with_how([c.experiment for c in todo], device, executor)
+    dev_type = cost.device_type_of(device)
+    groups = batched.plan(exps, group_runs, dev_type) if exps else []
+    bench = cost.latest_bench(dev_type)
+    model = cost.cost_model_from_bench(bench) if bench else None
+    rows: dict[tuple, dict] = {}
+    alone_s: float | None = 0.0
+    for g in groups:
+        ge = [exps[i] for i in g.indices]
+        est = cost.estimate_group(ge, dev_type, model)
+        e = ge[0]
+        key = (e.algorithm, e.dataset if isinstance(e.dataset, str) else "custom",
+               e.model if isinstance(e.model, str) else "custom")
+        r = rows.setdefault(key, {"cells": 0, "groups": 0, "sample_gradients": 0.0, "seconds": 0.0,
+                                  "executor": set(), "reason": set()})
+        r["cells"] += len(ge)
+        r["groups"] += 1
+        r["sample_gradients"] += est["sample_gradients"]
+        r["executor"].add(est["executor"])
+        r["reason"].add(g.reason)
+        r["seconds"] = None if r["seconds"] is None or est["seconds"] is None else r["seconds"] + est["seconds"]
+        for x in ge:
+            single = cost.estimate_group([x], dev_type, model)["seconds"]
+            alone_s = None if alone_s is None or single is None else alone_s + single
+    total = [r["seconds"] for r in rows.values()]
+    return {"suite": suite.name, "out_dir": str(out_dir), "cells": len(suite.cells), "done": done,
+            "to_run": len(todo), "jobs": len(groups), "device": dev_type, "rows": rows,
+            "seconds": None if any(t is None for t in total) else sum(total), "seconds_alone": alone_s,
+            "bench": bench.get("_path") if bench else None}
+
+
+def main_dry_run(a) -> int:
+    """``fedrepro run --suite NAME --dry-run``: what would run, batched how, and how long."""
+    from tabulate import tabulate
+
+    from . import cost
+
+    try:
+        suite = load_suite(a.suite)
+        p = plan_suite(suite, a.results, a.device, a.executor, getattr(a, "group_runs", None))
+    except (SuiteError, ValueError) as e:
+        print(f"fedrepro: {e}", file=sys.stderr)
+        return 2
+    rows = [[alg, ds, model, r["cells"], r["groups"], ", ".join(sorted(r["executor"])),
+             cost.human_count(r["sample_gradients"]), cost.human_seconds(r["seconds"]), "; ".join(sorted(r["reason"]))]
+            for (alg, ds, model), r in sorted(p["rows"].items())]
+    print(f"suite {p['suite']}: {p['cells']} cells, {p['done']} finished, {p['to_run']} to run as {p['jobs']} "
+          f"job(s) -> {p['out_dir']} (dry run: nothing is run)")
+    if rows:
+        print(tabulate(rows, headers=["algorithm", "dataset", "model", "cells", "jobs", "executor",
+                                      "sample-gradients", f"est. time ({p['device']})", "group size"],
+                       tablefmt="github"))
+    print(f"estimated time on {p['device']}: {cost.human_seconds(p['seconds'])} as planned, "
+          f"{cost.human_seconds(p['seconds_alone'])} one cell after another"
+          + (f" (cost model fitted to {p['bench']})" if p["bench"] else
+             f" (no `fedrepro bench --device {p['device']} --out results/perf/...` results: no estimate)"))
+    return 0
