@@ -345,6 +345,23 @@ class LocalContext(Protocol):
 
     def eval_loss(self, params: torch.Tensor, batch: Any) -> torch.Tensor: ...
 
+    # Optional (the executors have them): ``diagnosing`` is True when an observer of the run collects
+    # diagnostics, and ``record(name, value)`` keeps one. Algorithms call ``diagnose`` below.
+    diagnosing: bool
+
+    def record(self, name: str, value: Any) -> None: ...
+
+
+def diagnose(ctx: Any, name: str, value: Any) -> None:
+    """Send a diagnostic from ``local_update`` to the run's observers (``benchmark.engine``).
+
+    ``value``: a tensor, or a zero-argument callable returning one (called only when someone listens,
+    so a diagnostic costs nothing in the benchmark's runs). Contexts without diagnostics (hand-written
+    test contexts) ignore it. vmap-safe: no values are read.
+    """
+    if getattr(ctx, "diagnosing", False):
+        ctx.record(name, value)
+
 
 # --------------------------------------------------------------------------------------------------
 # The Algorithm contract

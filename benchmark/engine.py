@@ -1,5 +1,42 @@
 """The round loop (DESIGN.md): sample, broadcast, local update, aggregate, evaluate, account bits.
 
+Every caller runs federated training through :func:`simulate`: the benchmark (``experiment.run``, suites,
+the CLI), and the theory checks. Callers watch a run through observers, never by patching an algorithm.
+
+Contract
+--------
+``simulate(alg, fmodel, data, parts, cfg, executor=..., optimizer=..., observers=(), init=None)``
+runs ``cfg.rounds`` rounds and returns a :class:`LoopResult`. ``init`` (a flat vector in the model's
+layout) replaces the model's seeded initial parameters. The per-run state lives in one
+:class:`RunState`; a round is :func:`run_round`, built from small steps (:func:`sample_clients`,
+:func:`client_jobs`, :func:`round_lr`, the executor, :func:`aggregate`, :func:`evaluate`).
+
+An observer is any object with some of these methods (subclass :class:`Observer` for no-op defaults);
+each receives the :class:`RunState` and an event, and must not modify what it is given:
+
+* ``on_start(run)``: before the first round (``run.server`` is the initial server state);
+* ``on_round_start(run, RoundStart)``: round r's sampled clients, learning rate, server state, downlink;
+* ``on_client(run, ClientUpdate)``: once per sampled client (in the order of the stacked uplinks), after
+  local training and before aggregation: its uplink ``Message`` (this client's slice), its new client
+  state, its mean local loss, and its diagnostics (below);
+* ``on_step(run, LocalStep)``: after every local step of every client (loss, the gradients the step
+  took, the carry), only for observers with ``steps = True``; the engine then runs the sequential
+  executor (plain tensors per client) and says so in ``LoopResult.executor``;
+* ``on_round_end(run, RoundEnd)``: after aggregation and evaluation: the server state before and
+  after, the ``RoundInfo``, the aggregation weights, the evaluated model and the history entry;
+* ``on_end(run, LoopResult)``.
+
+Diagnostics. An algorithm sends a diagnostic from ``local_update`` with
+``algorithms.base.diagnose(ctx, name, value)`` (``value`` a tensor or a zero-argument callable, so
+nothing is computed when nobody listens). When an observer has ``diagnostics = True`` both executors
+collect them: per client, ``name -> tensor`` with one row per call, in call order (a name recorded
+once has a leading axis of length 1). Values recorded inside ``ctx.loop`` at a step the vectorized
+executor masks (a client with fewer local steps than the round's maximum) are NaN (float tensors) or
+left as computed (other dtypes); the sequential executor runs a client's own steps only. Both
+executors give the same diagnostics on every real step, to float tolerance.
+
+Observers change no number: a run with observers has the same history as one without (tested).
+
 Randomness, all derived from the experiment seed:
 * client sampling: uniform without replacement, ``np.random.default_rng([seed, 1])`` across rounds;
 * minibatch order: ``np.random.default_rng([seed, 2, round, client])`` per client and round;
@@ -10,13 +47,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from algorithms.base import Algorithm, RoundInfo
+from algorithms.base import Algorithm, Message, RoundInfo, tree_map
 
 from . import executors as ex
 from .federated_dataset import FederatedDataset
@@ -34,6 +71,8 @@ class LoopConfig:
     eval_every: int
     seed: int
     eval_train_samples: int | None
+    # round -> local learning rate; replaces lr * lr_decay ** round when set (e.g. alpha / (round + beta))
+    lr_schedule: Callable[[int], float] | None = None
 
 
 @dataclass
@@ -51,13 +90,142 @@ class Diverged(RuntimeError):
     pass
 
 
+# --------------------------------------------------------------------------------------------------
+# Observers and their events
+
+
+@dataclass(frozen=True)
+class RoundStart:
+    round: int  # 0-based
+    client_ids: np.ndarray  # sampled clients, sorted
+    lr: float
+    server: dict  # the server state the round starts from
+    downlink: Message
+
+
+@dataclass(frozen=True)
+class ClientUpdate:
+    round: int
+    client_id: int
+    uplink: Message  # this client's message (one slice of the stacked uplinks)
+    state: Any  # the client's new state
+    local_loss: float  # mean training loss over its local steps
+    diagnostics: dict  # name -> tensor (one row per diagnose call); {} unless an observer asks
+
+
+@dataclass(frozen=True)
+class LocalStep:
+    round: int
+    client_id: int
+    step: int  # 0-based local step
+    loss: torch.Tensor | None  # the step's training loss (None if the step took no gradient)
+    grads: list  # the gradients (pytrees) of every value_and_grad / loss_and_grad call of the step
+    carry: Any  # what the algorithm's step returned
+
+
+@dataclass(frozen=True)
+class RoundEnd:
+    round: int
+    info: RoundInfo
+    weights: torch.Tensor  # aggregation weights of the sampled clients
+    server_before: dict
+    server: dict  # after aggregation
+    params: torch.Tensor  # the evaluated (global) model, alg.global_params(server)
+    entry: dict  # this round's history entry (metrics, bits, wall time)
+
+
+class Observer:
+    """No-op base: override the events you need (see the module docstring)."""
+
+    steps: bool = False  # True: on_step for every local step (runs the sequential executor)
+    diagnostics: bool = False  # True: collect the algorithm's diagnose() values for on_client
+
+    def on_start(self, run: "RunState") -> None:
+        pass
+
+    def on_round_start(self, run: "RunState", event: RoundStart) -> None:
+        pass
+
+    def on_client(self, run: "RunState", event: ClientUpdate) -> None:
+        pass
+
+    def on_step(self, run: "RunState", event: LocalStep) -> None:
+        pass
+
+    def on_round_end(self, run: "RunState", event: RoundEnd) -> None:
+        pass
+
+    def on_end(self, run: "RunState", result: LoopResult) -> None:
+        pass
+
+
+def _listens(o, event: str) -> bool:
+    """Whether ``o`` handles ``event`` (a method that is not the no-op of ``Observer``)."""
+    fn = getattr(type(o), event, None) or getattr(o, event, None)
+    return fn is not None and fn is not getattr(Observer, event)
+
+
+def _emit(observers: Sequence, event: str, *args) -> None:
+    for o in observers:
+        if _listens(o, event):
+            getattr(o, event)(*args)
+
+
+class Progress(Observer):
+    """Calls ``fn(round, entry)`` after every round (the benchmark's progress bars)."""
+
+    def __init__(self, fn: Callable[[int, dict], None]):
+        self.fn = fn
+
+    def on_round_end(self, run, event):
+        self.fn(event.round, event.entry)
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-run state and the steps of a round
+
+
+@dataclass
+class RunState:
+    """Everything one run carries from round to round."""
+
+    alg: Algorithm
+    fmodel: ex.FunctionalModel
+    data: FederatedDataset
+    parts: list[np.ndarray]
+    cfg: LoopConfig
+    runner: Any  # the executor
+    optimizer: Any
+    clients_per_round: int
+    sizes: np.ndarray  # |D_i| per client
+    params0: torch.Tensor
+    server: dict
+    buffers: dict
+    client_states: dict = field(default_factory=dict)
+    sample_rng: np.random.Generator | None = None
+    train_idx: torch.Tensor | None = None  # training samples the objective is evaluated on
+    history: list[dict] = field(default_factory=list)
+    round: int = 0  # the next round to run
+    status: str = "ok"
+    message: str = ""
+    t_start: float = 0.0
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.x_train.device
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.parts)
+
+
 def _finite(t: torch.Tensor) -> bool:
     return bool(torch.isfinite(t).all())
 
 
-def train(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
-          cfg: LoopConfig, executor: str, optimizer, progress: Callable[[int, dict], None] | None = None
-          ) -> LoopResult:
+def start(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
+          cfg: LoopConfig, executor: str, optimizer, init: torch.Tensor | None = None) -> RunState:
+    """The state before round 0: initial parameters (``init`` or the module's), server state, buffers."""
     dev = data.x_train.device
     n_clients = len(parts)
     k = n_clients if cfg.clients_per_round is None else cfg.clients_per_round
@@ -65,70 +233,150 @@ def train(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, pa
         raise ValueError(f"clients_per_round must be in [1, {n_clients}], got {k}")
     if not alg.vectorizable and executor == "vectorized":
         executor = "sequential"
-    runner = ex.get(executor)
-    sizes = np.array([len(p) for p in parts])
-
-    params0 = torch.nn.utils.parameters_to_vector(fmodel.module.parameters()).detach().to(dev)
-    server = alg.init(params0)
-    buffers = {n: b.to(dev) for n, b in fmodel.initial_buffers().items()}
-    client_states: dict[int, dict] = {}
-
-    sample_rng = np.random.default_rng([cfg.seed, 1])
+    module_params = torch.nn.utils.parameters_to_vector(fmodel.module.parameters()).detach()
+    if init is None:
+        params0 = module_params.to(dev)
+    else:
+        if init.numel() != module_params.numel():
+            raise ValueError(f"init has {init.numel()} entries, the model has {module_params.numel()} parameters")
+        params0 = init.detach().reshape(-1).to(device=dev, dtype=module_params.dtype).clone()
     train_idx = np.concatenate(parts)
     if cfg.eval_train_samples is not None and len(train_idx) > cfg.eval_train_samples:
         train_idx = np.random.default_rng([cfg.seed, 3]).choice(train_idx, cfg.eval_train_samples,
                                                                  replace=False)
-    train_idx_t = torch.from_numpy(np.sort(train_idx)).to(dev)
-
-    history: list[dict] = []
-    t_start = time.perf_counter()
-    status, message = "ok", ""
-    for r in range(cfg.rounds):
-        lr = cfg.lr * cfg.lr_decay ** r
-        ids = np.sort(sample_rng.choice(n_clients, size=k, replace=False)) if k < n_clients \
-            else np.arange(n_clients)
-        jobs = []
-        for cid in ids.tolist():
-            if cid not in client_states:
-                client_states[cid] = alg.client_init(params0)
-            sch = ex.client_schedule(parts[cid], np.random.default_rng([cfg.seed, 2, r, cid]),
-                                     cfg.local_epochs, cfg.local_steps, cfg.batch_size)
-            jobs.append(ex.ClientJob(cid, sch, client_states[cid], int(sizes[cid])))
-
-        downlink = alg.broadcast(server)
-        out = runner.run(alg, fmodel, data.x_train, data.y_train, downlink, jobs, buffers, optimizer, lr,
-                         cfg.seed, r)
-        n_k = torch.tensor(sizes[ids], dtype=torch.float32, device=dev)
-        weights = n_k / n_k.sum()
-        info = RoundInfo(r, torch.from_numpy(ids).to(dev), n_clients, n_k,
-                         torch.tensor([j.schedule.steps for j in jobs], device=dev), lr)
-        server = alg.aggregate(server, out.uplinks, weights, info)
-        for cid, st in zip(ids.tolist(), out.states):
-            client_states[cid] = st
-        if buffers:
-            buffers = {n: sum(float(wk) * b[n] for wk, b in zip(weights, out.buffers)) for n in buffers}
-
-        params = alg.global_params(server)
-        entry = {"round": r + 1, "bits_up": int(out.uplinks.bits), "bits_down": int(downlink.bits) * k,
-                 "local_loss": float(np.mean(out.local_loss)), "test_accuracy": None, "test_loss": None,
-                 "train_loss": None}
-        diverged = not _finite(params) or not math.isfinite(entry["local_loss"])
-        if diverged or (r + 1) % cfg.eval_every == 0 or r + 1 == cfg.rounds:
-            if not diverged:
-                entry["test_loss"], entry["test_accuracy"] = fmodel.evaluate(params, buffers, data.x_test,
-                                                                             data.y_test)
-                entry["train_loss"], _ = fmodel.evaluate(params, buffers, data.x_train[train_idx_t],
-                                                         data.y_train[train_idx_t])
-                diverged = not (math.isfinite(entry["test_loss"]) and math.isfinite(entry["train_loss"]))
-        entry["wall_time"] = time.perf_counter() - t_start
-        history.append(entry)
-        if progress is not None:
-            progress(r, entry)
-        if diverged:
-            status = "diverged"
-            message = f"non-finite parameters or loss at round {r + 1}"
-            break
-    params = alg.global_params(server)
-    return LoopResult(history, status, server, params, buffers, runner.name, message)
+    return RunState(alg, fmodel, data, parts, cfg, ex.get(executor), optimizer, k,
+                    np.array([len(p) for p in parts]), params0, alg.init(params0),
+                    {n: b.to(dev) for n, b in fmodel.initial_buffers().items()},
+                    sample_rng=np.random.default_rng([cfg.seed, 1]),
+                    train_idx=torch.from_numpy(np.sort(train_idx)).to(dev), t_start=time.perf_counter())
 
 
+def round_lr(cfg: LoopConfig, r: int) -> float:
+    return float(cfg.lr_schedule(r)) if cfg.lr_schedule is not None else cfg.lr * cfg.lr_decay ** r
+
+
+def sample_clients(run: RunState) -> np.ndarray:
+    """This round's clients: uniform without replacement (all of them when every client takes part)."""
+    n, k = run.num_clients, run.clients_per_round
+    return np.sort(run.sample_rng.choice(n, size=k, replace=False)) if k < n else np.arange(n)
+
+
+def client_jobs(run: RunState, r: int, ids: np.ndarray) -> list[ex.ClientJob]:
+    cfg, jobs = run.cfg, []
+    for cid in ids.tolist():
+        if cid not in run.client_states:
+            run.client_states[cid] = run.alg.client_init(run.params0)
+        sch = ex.client_schedule(run.parts[cid], np.random.default_rng([cfg.seed, 2, r, cid]),
+                                 cfg.local_epochs, cfg.local_steps, cfg.batch_size)
+        jobs.append(ex.ClientJob(cid, sch, run.client_states[cid], int(run.sizes[cid])))
+    return jobs
+
+
+def aggregate(run: RunState, r: int, ids: np.ndarray, jobs: list[ex.ClientJob], out: ex.RoundOutput,
+              lr: float) -> tuple[RoundInfo, torch.Tensor]:
+    """Server update, client states and BatchNorm buffers after the round's local training."""
+    dev = run.device
+    n_k = torch.tensor(run.sizes[ids], dtype=torch.float32, device=dev)
+    weights = n_k / n_k.sum()
+    info = RoundInfo(r, torch.from_numpy(ids).to(dev), run.num_clients, n_k,
+                     torch.tensor([j.schedule.steps for j in jobs], device=dev), lr)
+    run.server = run.alg.aggregate(run.server, out.uplinks, weights, info)
+    for cid, st in zip(ids.tolist(), out.states):
+        run.client_states[cid] = st
+    if run.buffers:
+        run.buffers = {n: sum(float(wk) * b[n] for wk, b in zip(weights, out.buffers)) for n in run.buffers}
+    return info, weights
+
+
+def evaluate(run: RunState, params: torch.Tensor, entry: dict) -> bool:
+    """Fill the entry's test and training losses (and accuracy) at ``params``; False if non-finite."""
+    d, fm = run.data, run.fmodel
+    entry["test_loss"], entry["test_accuracy"] = fm.evaluate(params, run.buffers, d.x_test, d.y_test)
+    entry["train_loss"], _ = fm.evaluate(params, run.buffers, d.x_train[run.train_idx], d.y_train[run.train_idx])
+    return math.isfinite(entry["test_loss"]) and math.isfinite(entry["train_loss"])
+
+
+def _step_hook(run: RunState, r: int, observers: Sequence):
+    watching = [o for o in observers if getattr(o, "steps", False)]
+    if not watching:
+        return None
+
+    def hook(client_id: int, s: int, loss, grads, carry):
+        _emit(watching, "on_step", run, LocalStep(r, client_id, s, loss, grads, carry))
+
+    return hook
+
+
+def run_round(run: RunState, observers: Sequence = ()) -> dict:
+    """One round: sample, broadcast, local updates, aggregate, evaluate. Returns the history entry and
+    sets ``run.status`` to "diverged" (with a message) on non-finite parameters or losses."""
+    r, cfg, alg = run.round, run.cfg, run.alg
+    lr = round_lr(cfg, r)
+    ids = sample_clients(run)
+    jobs = client_jobs(run, r, ids)
+    downlink = alg.broadcast(run.server)
+    _emit(observers, "on_round_start", run, RoundStart(r, ids, lr, run.server, downlink))
+
+    record = any(getattr(o, "diagnostics", False) for o in observers)
+    out = run.runner.run(alg, run.fmodel, run.data.x_train, run.data.y_train, downlink, jobs, run.buffers,
+                         run.optimizer, lr, cfg.seed, r, record=record, on_step=_step_hook(run, r, observers))
+    if any(_listens(o, "on_client") for o in observers):
+        for i, cid in enumerate(ids.tolist()):
+            up = tree_map(lambda t, i=i: t[i], out.uplinks)
+            diag = out.diagnostics[i] if out.diagnostics else {}
+            _emit(observers, "on_client", run, ClientUpdate(r, cid, up, out.states[i], out.local_loss[i], diag))
+
+    before = run.server
+    info, weights = aggregate(run, r, ids, jobs, out, lr)
+    params = alg.global_params(run.server)
+    entry = {"round": r + 1, "bits_up": int(out.uplinks.bits), "bits_down": int(downlink.bits) * len(ids),
+             "local_loss": float(np.mean(out.local_loss)), "test_accuracy": None, "test_loss": None,
+             "train_loss": None}
+    diverged = not _finite(params) or not math.isfinite(entry["local_loss"])
+    if not diverged and ((r + 1) % cfg.eval_every == 0 or r + 1 == cfg.rounds):
+        diverged = not evaluate(run, params, entry)
+    entry["wall_time"] = time.perf_counter() - run.t_start
+    run.history.append(entry)
+    run.round = r + 1
+    _emit(observers, "on_round_end", run, RoundEnd(r, info, weights, before, run.server, params, entry))
+    if diverged:
+        run.status = "diverged"
+        run.message = f"non-finite parameters or loss at round {r + 1}"
+    return entry
+
+
+def finish(run: RunState) -> LoopResult:
+    return LoopResult(run.history, run.status, run.server, run.alg.global_params(run.server), run.buffers,
+                      run.runner.name, run.message)
+
+
+def simulate(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
+             cfg: LoopConfig, *, executor: str = "vectorized", optimizer=None, observers: Sequence = (),
+             init: torch.Tensor | None = None) -> LoopResult:
+    """Run ``cfg.rounds`` rounds of ``alg`` (stopping early if the run diverges), telling ``observers``.
+
+    ``optimizer``: the local optimizer (``algorithms.optim``; default plain SGD). ``executor``:
+    "sequential" or "vectorized" (an observer with ``steps = True`` forces "sequential"; an algorithm
+    that is not vectorizable runs sequentially).
+    """
+    if optimizer is None:
+        from algorithms import optim
+
+        optimizer = optim.make("sgd")
+    if any(getattr(o, "steps", False) for o in observers):
+        executor = "sequential"
+    run = start(alg, fmodel, data, parts, cfg, executor, optimizer, init)
+    _emit(observers, "on_start", run)
+    while run.round < cfg.rounds and run.status == "ok":
+        run_round(run, observers)
+    result = finish(run)
+    _emit(observers, "on_end", run, result)
+    return result
+
+
+def train(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
+          cfg: LoopConfig, executor: str, optimizer, progress: Callable[[int, dict], None] | None = None
+          ) -> LoopResult:
+    """The former entry point: :func:`simulate` with an optional ``progress(round, entry)`` callback."""
+    return simulate(alg, fmodel, data, parts, cfg, executor=executor, optimizer=optimizer,
+                    observers=[Progress(progress)] if progress is not None else ())

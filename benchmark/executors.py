@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -310,7 +310,8 @@ class ClientContext:
     def __init__(self, fmodel: FunctionalModel, data_x: torch.Tensor, data_y: torch.Tensor,
                  idx: torch.Tensor, w: torch.Tensor, active: torch.Tensor | None, buffers: dict,
                  rng_key: torch.Tensor, optimizer, lr: float, steps: torch.Tensor,
-                 num_samples: torch.Tensor, client_id: torch.Tensor, round_: int):
+                 num_samples: torch.Tensor, client_id: torch.Tensor, round_: int, record: bool = False,
+                 step_hook: Callable | None = None):
         self.fmodel = fmodel
         self.layout = fmodel.layout
         self._x, self._y = data_x, data_y
@@ -327,6 +328,29 @@ class ClientContext:
         self.round = round_
         self.trim_padding = False
         self.loss_sum = torch.zeros((), device=data_x.device)
+        # diagnostics (algorithms.base.diagnose): name -> values in call order, when an observer asks
+        self.diagnosing = record
+        self._records: dict[str, list] = {}
+        self._step: int | None = None  # the local step being run by ``loop``
+        self._step_hook = step_hook  # (s, loss, grads, carry) after every local step (sequential only)
+        self._step_grads: list | None = None
+
+    # -- diagnostics --
+    def record(self, name: str, value) -> None:
+        """Keep a diagnostic for the observers (``value``: a tensor, or a callable returning one).
+
+        Inside ``loop``, a value recorded at a masked step (vectorized executor) is NaN (float dtypes)."""
+        if not self.diagnosing:
+            return
+        value = value() if callable(value) else value
+        value = torch.as_tensor(value).detach()
+        if self._step is not None and self._active is not None and value.is_floating_point():
+            value = torch.where(self._active[self._step], value, torch.full_like(value, math.nan))
+        self._records.setdefault(name, []).append(value)
+
+    def diagnostics(self) -> dict[str, torch.Tensor]:
+        """name -> the recorded values stacked along a new leading axis (call order)."""
+        return {k: torch.stack(v) for k, v in self._records.items()}
 
     # -- data --
     def batch(self, s: int) -> Batch:
@@ -353,6 +377,8 @@ class ClientContext:
             return loss, list(fm._captured)
 
         g, (loss, captured) = grad_and_value(wrapped, has_aux=True)(args)
+        if self._step_grads is not None:
+            self._step_grads.append(g)
         if len(captured) not in (0, len(fm.bn_names)):
             raise RuntimeError(f"the objective ran {len(captured) // max(len(fm.bn_names), 1)} training "
                                "forwards on one batch; run one (model_fn or model_fn.stages) and use "
@@ -377,9 +403,16 @@ class ClientContext:
             batch = self.batch(s)
             before = (carry, self.buffers, self.loss_sum)
             self._step_loss = None
+            self._step = s
+            if self._step_hook is not None:
+                self._step_grads = []
             new = step(carry, batch, s)
+            self._step = None
             if self._step_loss is not None:
                 self.loss_sum = self.loss_sum + self._step_loss
+            if self._step_hook is not None:
+                self._step_hook(s, self._step_loss, self._step_grads, new)
+                self._step_grads = None
             if self._active is not None:
                 a = self._active[s]
                 new, self.buffers, self.loss_sum = tree_map(
@@ -406,6 +439,7 @@ class RoundOutput:
     states: list  # new client states, in job order
     buffers: list[dict]  # per-client BN buffers after training
     local_loss: list[float]  # mean training loss over each client's local steps
+    diagnostics: list[dict] = field(default_factory=list)  # per client, when recorded (else empty)
 
 
 def _rng_key(seed: int, round_: int, client_id: int, device) -> torch.Tensor:
@@ -421,16 +455,20 @@ class SequentialExecutor:
     name = "sequential"
 
     def run(self, alg: Algorithm, fmodel: FunctionalModel, x, y, downlink: Message, jobs: list[ClientJob],
-            buffers: dict, optimizer, lr: float, seed: int, round_: int) -> RoundOutput:
-        ups, states, bufs, losses = [], [], [], []
+            buffers: dict, optimizer, lr: float, seed: int, round_: int, *, record: bool = False,
+            on_step: Callable | None = None) -> RoundOutput:
+        """``record``: collect diagnostics; ``on_step(client_id, s, loss, grads, carry)`` after every local step."""
+        ups, states, bufs, losses, diags = [], [], [], [], []
         dev = x.device
         for job in jobs:
             sch = job.schedule
+            hook = None if on_step is None else (
+                lambda s, loss, grads, carry, cid=job.client_id: on_step(cid, s, loss, grads, carry))
             ctx = ClientContext(fmodel, x, y, sch.idx.to(dev), sch.w.to(dev), None, dict(buffers),
                                 _rng_key(seed, round_, job.client_id, dev), optimizer, lr,
                                 torch.tensor(sch.steps, device=dev),
                                 torch.tensor(float(job.num_samples), device=dev),
-                                torch.tensor(job.client_id, device=dev), round_)
+                                torch.tensor(job.client_id, device=dev), round_, record, hook)
             ctx.trim_padding = True
             fmodel.weighted = False  # trimmed batches hold real samples only
             up, st = alg.local_update(ctx, downlink, job.state)
@@ -438,7 +476,9 @@ class SequentialExecutor:
             states.append(st)
             bufs.append(ctx.buffers)
             losses.append(float(ctx.loss_sum) / max(sch.steps, 1))
-        return RoundOutput(stack_trees(ups), states, bufs, losses)
+            if record:
+                diags.append(ctx.diagnostics())
+        return RoundOutput(stack_trees(ups), states, bufs, losses, diags)
 
 
 class VectorizedExecutor:
@@ -447,7 +487,10 @@ class VectorizedExecutor:
     name = "vectorized"
 
     def run(self, alg: Algorithm, fmodel: FunctionalModel, x, y, downlink: Message, jobs: list[ClientJob],
-            buffers: dict, optimizer, lr: float, seed: int, round_: int) -> RoundOutput:
+            buffers: dict, optimizer, lr: float, seed: int, round_: int, *, record: bool = False,
+            on_step: Callable | None = None) -> RoundOutput:
+        if on_step is not None:
+            raise ValueError("per-step observation needs the sequential executor")
         dev = x.device
         k = len(jobs)
         max_steps = max(j.schedule.steps for j in jobs)
@@ -474,16 +517,16 @@ class VectorizedExecutor:
 
         def one(idx_i, w_i, act_i, buf_i, key_i, steps_i, n_i, cid_i, state_i):
             ctx = ClientContext(fmodel, x, y, idx_i, w_i, act_i if needs_mask else None, buf_i, key_i,
-                                optimizer, lr, steps_i, n_i, cid_i, round_)
+                                optimizer, lr, steps_i, n_i, cid_i, round_, record)
             up, st = alg.local_update(ctx, downlink, state_i)
-            return up, st, ctx.buffers, ctx.loss_sum
+            return up, st, ctx.buffers, ctx.loss_sum, ctx.diagnostics()
 
-        up, st, nb, loss = vmap(one)(idx.to(dev), w.to(dev), active.to(dev), bufs, keys, steps, nsamp,
-                                     cids, states)
+        up, st, nb, loss, diag = vmap(one)(idx.to(dev), w.to(dev), active.to(dev), bufs, keys, steps, nsamp,
+                                           cids, states)
         new_states = unstack_tree(st, k) if jobs[0].state else [{} for _ in jobs]
         new_bufs = unstack_tree(nb, k) if nb else [{} for _ in jobs]
         losses = (loss / steps.clamp(min=1)).tolist()
-        return RoundOutput(up, new_states, new_bufs, losses)
+        return RoundOutput(up, new_states, new_bufs, losses, unstack_tree(diag, k) if diag else [])
 
 
 def get(name: str):

@@ -10,7 +10,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -304,10 +304,26 @@ def final_metrics(history: list[dict], wall: float) -> dict:
     return out
 
 
-def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False) -> RunResult:
-    """Run one experiment and return its result (history, final metrics, model, provenance)."""
+@dataclass
+class Prepared:
+    """What a run is made of, built from an ``Experiment`` exactly as ``run`` builds it."""
+
+    data: FederatedDataset
+    parts: list[np.ndarray]
+    partition: dict
+    module: torch.nn.Module
+    fmodel: ex.FunctionalModel
+    alg: Any
+    cfg: engine.LoopConfig
+    optimizer: Any
+    executor: str
+    device: torch.device
+    execution: dict = field(default_factory=dict)  # the executor choice and its reason (benchmark.cost)
+
+
+def prepare(exp: Experiment) -> Prepared:
+    """Validate ``exp`` and build its data, partition, model, algorithm, loop settings and optimizer."""
     exp.validate()
-    t0 = time.perf_counter()
     device = resolve_device(exp.device)
     data = load_dataset(exp, device)
     parts, part_info = make_partition(exp, data)
@@ -321,15 +337,25 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False) -
                          f"(labels 0/1), but {data.name!r} has {data.num_classes}")
     alg = algorithms.make(exp.algorithm, fmodel.layout, len(parts), exp.algorithm_args)
     choice = choose_executor(exp, fmodel, data, parts, alg.vectorizable, device)
-    executor = choice.executor
-    cfg = exp.loop_config()
     opt = optim.make(exp.optimizer, exp.momentum, exp.weight_decay)
+    return Prepared(data, parts, part_info, module, fmodel, alg, exp.loop_config(), opt, choice.executor, device,
+                    choice.record())
 
+
+def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False, *,
+        observers: Sequence = (), init: torch.Tensor | None = None) -> RunResult:
+    """Run one experiment and return its result (history, final metrics, model, provenance).
+
+    ``observers`` watch the run (``benchmark.engine``; they change no number). ``init``: a flat initial
+    parameter vector replacing the seeded initialisation (its fingerprint enters the config and its hash).
+    """
+    t0 = time.perf_counter()
+    p = prepare(exp)
     callback, bar = None, None
     if progress is True:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=exp.rounds, desc=f"{exp.algorithm} on {data.name}", unit="round", leave=False,
+        bar = tqdm(total=exp.rounds, desc=f"{exp.algorithm} on {p.data.name}", unit="round", leave=False,
                    disable=None)  # no bar when stderr is not a terminal
 
         def callback(r, entry):
@@ -338,21 +364,27 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False) -
                 bar.set_postfix(acc=f"{entry['test_accuracy']:.4f}")
     elif callable(progress):
         callback = progress
+    watch = list(observers) + ([engine.Progress(callback)] if callback is not None else [])
     try:
-        out = engine.train(alg, fmodel, data, parts, cfg, executor, opt, callback)
+        out = engine.simulate(p.alg, p.fmodel, p.data, p.parts, p.cfg, executor=p.executor, optimizer=p.optimizer,
+                              observers=watch, init=init)
     finally:
         if bar is not None:
             bar.close()
+    module = p.module
     torch.nn.utils.vector_to_parameters(out.params.detach(), module.parameters())
     for name, buf in module.named_buffers():
         if name in out.buffers:
             buf.copy_(out.buffers[name])
     config = exp.config()
+    if init is not None:
+        config["init_fingerprint"] = hashlib.sha256(
+            init.detach().to(torch.float32).cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
     config["executor_used"] = out.executor
-    result = RunResult(config, config_hash(config), code_version(), environment(device), part_info,
+    result = RunResult(config, config_hash(config), code_version(), environment(p.device), p.partition,
                        out.history, {**final_metrics(out.history, time.perf_counter() - t0),
-                                     "num_params": fmodel.layout.size}, out.status,
-                       out.message, module.eval(), {**choice.record(), "executor": out.executor})
+                                     "num_params": p.fmodel.layout.size}, out.status,
+                       out.message, module.eval(), {**p.execution, "executor": out.executor})
     return result
 
 
