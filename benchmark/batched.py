@@ -188,14 +188,16 @@ def _dataset_name(exp) -> str | None:
 
 
 def group_key(exp) -> tuple:
-    """Cells with the same key can share a batched job (their values of the tensor fields may differ)."""
-    if not isinstance(exp.dataset, str) or not isinstance(exp.model, str):
-        return ("alone", id(exp))
+    """Cells with the same key can share a batched job (their values of the tensor fields may differ).
+    A dataset or model given as an object (Python API) groups with the same object only."""
     cls = algorithms.get_class(exp.algorithm)
     if not cls.vectorizable:
         return ("alone", exp.config_hash())
     free = tensor_fields(exp.algorithm)
     shared = {f: getattr(exp, f) for f in SHARED_FIELDS}
+    for f in ("dataset", "model"):
+        if not isinstance(shared[f], str):
+            shared[f] = f"object {id(shared[f])}"
     if _dataset_name(exp) in SEEDED_DATASETS:
         shared["seed"] = exp.seed
     if LR not in free:
@@ -246,8 +248,6 @@ def plan(exps: list, max_runs: int | None, device=None) -> list[Group]:
 
 
 def _alone_reason(exp) -> str:
-    if not isinstance(exp.dataset, str) or not isinstance(exp.model, str):
-        return "a dataset or model object (Python API): not grouped"
     return f"{exp.algorithm} is not vectorizable: runs alone"
 
 
@@ -293,8 +293,10 @@ def group_size_for(exp, device) -> GroupSize:
 
     from . import cost, models
 
-    if not isinstance(exp.model, str) or not algorithms.get_class(exp.algorithm).vectorizable:
-        return GroupSize(1, "custom model or not vectorizable")
+    if not algorithms.get_class(exp.algorithm).vectorizable:
+        return GroupSize(1, f"{exp.algorithm} is not vectorizable")
+    if not isinstance(exp.model, str) or not isinstance(exp.dataset, str):
+        return GroupSize(CPU_GROUP_RUNS, "a dataset or model object: the CPU default")
     work = cost.cell_work(exp)
     with torch.device("meta"):
         module = models.build(exp.model, tuple(work["input_shape"]), work["classes"], **dict(exp.model_args))
@@ -309,5 +311,59 @@ def group_size_for(exp, device) -> GroupSize:
                               params, work["clients_per_round"], work["batch"], free)
 
 
+# --------------------------------------------------------------------------------------------------
+# Running a group
+
+
+def differing_hyper(algs: list, free: frozenset) -> list[str]:
+    """The batchable hyperparameters whose values differ across the runs' algorithm instances."""
+    names = []
+    for f in sorted(free - {LR}):
+        if len({repr(getattr(a.hp, f)) for a in algs}) > 1:
+            names.append(f)
+    return names
+
+
+def iter_group(exps: list):
+    """Run ``exps`` (one ``group_key``) as one batched job; yield ``(index, RunResult)`` as each run
+    finishes (diverged runs early, the others after the last round)."""
+    import time
+
+    from . import engine
+    from .experiment import load_dataset, make_result, prepare, resolve_device
+
+    if not exps:
+        return
+    keys = {group_key(e) for e in exps}
+    if len(keys) != 1 or next(iter(keys))[0] != "group":
+        raise ValueError("these experiments cannot share a batched job (they differ in a field that must be "
+                         f"equal: one of {', '.join(SHARED_FIELDS)}, or a hyperparameter that is not batchable); "
+                         "use benchmark.batched.plan_groups")
+    t0 = time.perf_counter()
+    exps = [dataclasses.replace(e, executor="vectorized") for e in exps]
+    for e in exps:
+        e.validate()
+    data = load_dataset(exps[0], resolve_device(exps[0].device))
+    preps = [prepare(e, data) for e in exps]
+    runs = [engine.start(p.alg, p.fmodel, p.data, p.parts, p.cfg, "vectorized", p.optimizer) for p in preps]
+    varying = differing_hyper([p.alg for p in preps], tensor_fields(exps[0].algorithm))
+    hypers = [{f: float(getattr(p.alg.hp, f)) for f in varying} for p in preps]
+    lr_varies = len({e.lr for e in exps}) > 1 or len({e.lr_decay for e in exps}) > 1
+    execution = {"executor": "vectorized", "reason": f"batched: {len(exps)} runs in one vmap over (run, client) "
+                 "pairs (benchmark.batched)", "group_runs": len(exps),
+                 "batched_hyperparameters": (["lr"] if lr_varies else []) + varying}
+    for i, out in engine.run_rounds_batched(runs, hypers):
+        yield i, make_result(exps[i], preps[i], out, time.perf_counter() - t0,
+                             {**execution, "group_index": i})
+
+
+def run_group(exps: list) -> list:
+    """``iter_group`` collected, in the order of ``exps``."""
+    results = [None] * len(exps)
+    for i, res in iter_group(exps):
+        results[i] = res
+    return results
+
+
 __all__ = ["tensor_fields", "probe_fields", "group_key", "plan_groups", "batched_local_update",
-           "default_group_runs", "group_size_for", "SHARED_FIELDS"]
+           "default_group_runs", "group_size_for", "iter_group", "run_group", "SHARED_FIELDS"]

@@ -321,11 +321,12 @@ class Prepared:
     execution: dict = field(default_factory=dict)  # the executor choice and its reason (benchmark.cost)
 
 
-def prepare(exp: Experiment) -> Prepared:
-    """Validate ``exp`` and build its data, partition, model, algorithm, loop settings and optimizer."""
+def prepare(exp: Experiment, data: FederatedDataset | None = None) -> Prepared:
+    """Validate ``exp`` and build its data, partition, model, algorithm, loop settings and optimizer.
+    ``data``: the dataset already loaded on the device (batched runs share one copy)."""
     exp.validate()
     device = resolve_device(exp.device)
-    data = load_dataset(exp, device)
+    data = load_dataset(exp, device) if data is None else data
     parts, part_info = make_partition(exp, data)
     k = exp.clients_per_round
     if k is not None and k > len(parts):
@@ -371,6 +372,12 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False, *
     finally:
         if bar is not None:
             bar.close()
+    return make_result(exp, p, out, time.perf_counter() - t0, {**p.execution, "executor": out.executor}, init)
+
+
+def make_result(exp: Experiment, p: Prepared, out: engine.LoopResult, wall: float, execution: dict,
+                init: torch.Tensor | None = None) -> RunResult:
+    """The run's result and record from what ``engine`` returned (the trained model loaded into ``p.module``)."""
     module = p.module
     torch.nn.utils.vector_to_parameters(out.params.detach(), module.parameters())
     for name, buf in module.named_buffers():
@@ -381,11 +388,9 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False, *
         config["init_fingerprint"] = hashlib.sha256(
             init.detach().to(torch.float32).cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
     config["executor_used"] = out.executor
-    result = RunResult(config, config_hash(config), code_version(), environment(p.device), p.partition,
-                       out.history, {**final_metrics(out.history, time.perf_counter() - t0),
-                                     "num_params": p.fmodel.layout.size}, out.status,
-                       out.message, module.eval(), {**p.execution, "executor": out.executor})
-    return result
+    return RunResult(config, config_hash(config), code_version(), environment(p.device), p.partition,
+                     out.history, {**final_metrics(out.history, wall), "num_params": p.fmodel.layout.size},
+                     out.status, out.message, module.eval(), execution)
 
 
 def choose_executor(exp: Experiment, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list,

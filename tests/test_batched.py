@@ -92,14 +92,6 @@ def test_probe_catches_planted_defects(cls, missing):
     assert "eta_g" in fields  # the server-side field is still free (aggregate runs per run)
 
 
-@pytest.mark.parametrize("name", algorithms.names())
-def test_every_algorithm_is_probed(name):
-    """Every registered algorithm gets an answer; the non-float fields never enter it."""
-    fields = batched.tensor_fields(name)
-    floats = set(batched._float_fields(algorithms.get_class(name)))
-    assert fields <= floats | {"lr"}
-
-
 def test_grouping_keys():
     base = dict(dataset="digits", num_clients=6, rounds=2, algorithm="fedprox")
     a = Experiment(seed=0, lr=0.1, algorithm_args={"mu": 0.01}, **base)
@@ -122,3 +114,76 @@ def test_plan_groups_keeps_order_and_size():
     assert sorted(i for g in groups for i in g) == list(range(7))
     assert [len(g) for g in groups] == [4, 1, 2] and groups[1] == [2]
     assert batched.plan_groups(exps, 1) == [[i] for i in range(7)]
+
+
+# --------------------------------------------------------------------------------------------------
+# A group's records equal the separate runs
+
+
+def _digits(**kw):
+    base = dict(dataset="digits", model="logreg", num_clients=6, clients_per_round=3, rounds=3, local_steps=2,
+                batch_size=16, eval_every=1, eval_train_samples=300)
+    return Experiment(**{**base, **kw})
+
+
+def _check_group(exps):
+    from benchmark import run
+    from tests.helpers import assert_same_history
+
+    grouped = batched.run_group(exps)
+    for e, g in zip(exps, grouped):
+        alone = run(e)
+        assert g.config_hash == alone.config_hash == e.config_hash()
+        assert g.status == alone.status == "ok"
+        assert g.execution["group_runs"] == len(exps)
+        # the stated tolerance: losses within 1e-4 relative + 1e-5 absolute, bits equal, every round
+        assert_same_history(alone, g, keys=("test_loss", "train_loss", "local_loss"))
+        pa = torch.nn.utils.parameters_to_vector(alone.model.parameters())
+        pg = torch.nn.utils.parameters_to_vector(g.model.parameters())
+        assert torch.allclose(pa, pg, rtol=1e-4, atol=1e-5)
+    return grouped
+
+
+@pytest.mark.parametrize("name", ["fedavg", "scaffold", "fedbat", "gradma", "fedswa"])
+def test_three_seeds_two_lrs_equal_six_runs(name):
+    exps = [_digits(algorithm=name, seed=s, lr=lr, partition=p)
+            for s in (0, 1, 2) for lr, p in ((0.1, "iid"), (0.05, "dirichlet:0.5"))]
+    grouped = _check_group(exps)
+    # the runs really differ (a group that ignored its seeds or learning rates would fail above)
+    assert len({g.history[-1]["test_loss"] for g in grouped}) == 6
+
+
+@pytest.mark.parametrize("name", [n for n in algorithms.names() if algorithms.get_class(n).vectorizable])
+def test_every_vectorizable_algorithm_batches(name):
+    """Two runs differing in seed, partition, lr (if batchable) and one batchable hyperparameter (the
+    probe answers for every registered algorithm; non-float fields never enter its answer)."""
+    free = batched.tensor_fields(name)
+    cls = algorithms.get_class(name)
+    assert free <= set(batched._float_fields(cls)) | {"lr"}
+    other = {}
+    for f in sorted(free - {"lr"}):
+        values = batched._probe_values(cls, f)
+        if values is not None:
+            other = {f: values[1]}
+            break
+    lr2 = 0.05 if "lr" in free else 0.1
+    staged = name.startswith(("moon", "fedmlb"))  # MOON and FedMLB need a model of two stages
+    kw = dict(algorithm=name, rounds=2, model="mlp" if staged else "logreg")
+    exps = [_digits(seed=0, lr=0.1, **kw),
+            _digits(seed=1, lr=lr2, partition="dirichlet:0.5", algorithm_args=other, **kw)]
+    assert batched.group_key(exps[0]) == batched.group_key(exps[1])
+    _check_group(exps)
+
+
+def test_batchnorm_partial_batches_and_object_dataset():
+    from tests.helpers import tiny_bn_model, tiny_dataset
+
+    data = tiny_dataset()  # clients of 20..41 samples, batch 8: partial batches and unequal step counts
+    exps = [Experiment(algorithm="fedavg", dataset=data, model=tiny_bn_model, num_clients=None, clients_per_round=3,
+                       rounds=3, batch_size=8, lr=lr, seed=s, eval_every=1) for s, lr in ((0, 0.05), (1, 0.1))]
+    _check_group(exps)
+
+
+def test_mixed_group_is_refused():
+    with pytest.raises(ValueError, match="cannot share a batched job"):
+        batched.run_group([_digits(), _digits(batch_size=8)])
