@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
+import json
 import os
 import sys
 import time
@@ -220,8 +221,12 @@ def pending_cells(suite: Suite, out_dir: Path) -> tuple[list[Cell], int]:
 
 def run_suite(suite: Suite, backend: str = "local", jobs: int | None = None, results_root: str = "results",
               address: str | None = None, progress: bool = True, device: str | None = None,
-              executor: str | None = None) -> dict:
-    """Run every unfinished cell of ``suite``; return counts by status."""
+              executor: str | None = None, group_runs: int | None = 1) -> dict:
+    """Run every unfinished cell of ``suite``; return counts by status.
+
+    ``group_runs``: batch up to that many cells into one vectorized job (``benchmark.batched``; None:
+    chosen per kind of cell from the device; 1: every cell alone). Batched jobs run in this process;
+    the cells left alone go to ``backend``."""
     out_dir = results_dir(results_root, suite.name)
     out_dir.mkdir(parents=True, exist_ok=True)
     store.clean_stale_temps(out_dir)
@@ -249,6 +254,8 @@ def run_suite(suite: Suite, backend: str = "local", jobs: int | None = None, res
             bar.update(1)
 
     try:
+        if group_runs != 1:
+            exps = run_groups(exps, str(out_dir), group_runs, device, done)
         if backend == "local":
             for e in exps:
                 done(run_cell(e, str(out_dir)))
@@ -318,7 +325,7 @@ def main_run_suite(a) -> int:
     print(f"suite {suite.name}: {len(suite.cells)} cells -> {out_dir}", file=sys.stderr)
     try:
         counts = run_suite(suite, a.backend, a.jobs, a.results, a.address, progress=not a.no_progress,
-                           device=a.device, executor=a.executor)
+                           device=a.device, executor=a.executor, group_runs=cli_group_runs(a))
     except KeyboardInterrupt:
         print(f"\ninterrupted: finished cells are kept in {out_dir}; run the same command again to resume",
               file=sys.stderr)
@@ -395,7 +402,7 @@ def main_dry_run(a) -> int:
 
     try:
         suite = load_suite(a.suite)
-        p = plan_suite(suite, a.results, a.device, a.executor, getattr(a, "group_runs", None))
+        p = plan_suite(suite, a.results, a.device, a.executor, cli_group_runs(a))
     except (SuiteError, ValueError) as e:
         print(f"fedrepro: {e}", file=sys.stderr)
         return 2
@@ -413,3 +420,85 @@ def main_dry_run(a) -> int:
           + (f" (cost model fitted to {p['bench']})" if p["bench"] else
              f" (no `fedrepro bench --device {p['device']} --out results/perf/...` results: no estimate)"))
     return 0
+
+
+def run_groups(exps: list[Experiment], out_dir: str, group_runs: int | None, device: str | None, done) -> list:
+    """Run the batched jobs among ``exps`` (``benchmark.batched.plan``), writing each run's record as soon
+    as it finishes; return the experiments left to run alone. What cannot be batched is said once."""
+    from . import batched, cost
+
+    if not exps:
+        return exps
+    for note in grouping_notes(exps):
+        print(f"fedrepro: {note}", file=sys.stderr)
+    groups = batched.plan(exps, group_runs, cost.device_type_of(device))
+    alone = []
+    for g in groups:
+        if len(g.indices) == 1:
+            alone.append(exps[g.indices[0]])
+            continue
+        for summary in run_group_cells([exps[i] for i in g.indices], out_dir):
+            done(summary)
+    return alone
+
+
+def run_group_cells(exps: list[Experiment], out_dir: str):
+    """Run one batched job; write each run's record when that run finishes and yield its summary. If
+    the job fails as a whole, its unfinished cells run one by one (each failure recorded)."""
+    from . import batched
+
+    finished = set()
+    try:
+        for i, res in batched.iter_group(exps):
+            rec = json.loads(res.to_json(indent=None))
+            assert rec["config_hash"] == exps[i].config_hash(), "config hash changed while running"
+            store.write_record(out_dir, rec)
+            finished.add(i)
+            yield {"config_hash": rec["config_hash"], "status": rec["status"], "message": rec.get("message", ""),
+                   "metric": rec["final"].get("test_accuracy")}
+    except Exception as e:  # noqa: BLE001 - fall back to the cells one by one, which record their failures
+        print(f"fedrepro: a batched job of {len(exps)} {exps[0].algorithm} cells failed ({type(e).__name__}: {e}); "
+              "running its unfinished cells one by one", file=sys.stderr)
+        for i, e in enumerate(exps):
+            if i not in finished:
+                yield run_cell(e, out_dir)
+
+
+def grouping_notes(exps: list[Experiment]) -> list[str]:
+    """Why some cells cannot share a batched job, once per algorithm (and hyperparameter)."""
+    import algorithms
+
+    from . import batched
+
+    notes, by_alg = [], {}
+    for e in exps:
+        by_alg.setdefault(e.algorithm, []).append(e)
+    for name, es in sorted(by_alg.items()):
+        cls = algorithms.get_class(name)
+        if not cls.vectorizable:
+            notes.append(f"{name} is not vectorizable: its {len(es)} cell(s) run one by one, not batched")
+            continue
+        free = batched.tensor_fields(name)
+        hps = [algorithms.base.make_hyper(cls, e.algorithm_args) for e in es]
+        for f in batched._float_fields(cls):
+            if f not in free and len({repr(getattr(h, f)) for h in hps}) > 1:
+                notes.append(f"{name}: {f} cannot be a batched tensor (the probe of benchmark.batched failed: "
+                             "Python control flow or a value derived from it), so cells that differ in it run in "
+                             "separate jobs")
+        if "lr" not in free and len({e.lr for e in es}) > 1:
+            notes.append(f"{name}: the learning rate cannot be a batched tensor, so cells that differ in it run "
+                         "in separate jobs")
+    return notes
+
+
+def cli_group_runs(a) -> int | None:
+    """``--group-runs`` as given; unset: auto (None) for the local backend, 1 for process and Ray (their
+    workers run cells in parallel instead) and for an explicit ``--executor sequential``."""
+    n = getattr(a, "group_runs", None)
+    if n is not None:
+        if n < 1:
+            raise SuiteError(f"--group-runs must be >= 1, got {n}")
+        return n
+    if getattr(a, "backend", "local") != "local" or getattr(a, "executor", None) == "sequential":
+        return 1
+    return None

@@ -187,3 +187,74 @@ def test_batchnorm_partial_batches_and_object_dataset():
 def test_mixed_group_is_refused():
     with pytest.raises(ValueError, match="cannot share a batched job"):
         batched.run_group([_digits(), _digits(batch_size=8)])
+
+
+# --------------------------------------------------------------------------------------------------
+# The runner: --group-runs, records as runs finish, kill -9 and resume
+
+SUITE = """
+name = "grouped"
+description = "two batched jobs of four cells"
+[defaults]
+dataset = "digits"
+model = "logreg"
+num_clients = 5
+rounds = 2
+batch_size = 64
+eval_every = 1
+[matrix]
+algorithm = ["fedavg", "fedprox"]
+partition = ["iid", "labelcnt:2"]
+seed = [0, 1]
+[[override]]
+match = { algorithm = "fedprox" }
+set = { algorithm_args = { mu = 0.1 }, rounds = 15 }
+"""
+
+
+def _records(folder):
+    from benchmark import store
+
+    return {r["config_hash"]: r for r in store.read_records(folder)}
+
+
+def test_kill_9_in_a_grouped_suite_then_resume(tmp_path):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from benchmark import runner
+
+    suite = tmp_path / "grouped.toml"
+    suite.write_text(SUITE)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "benchmark.cli", "run", "--suite", str(suite), "--no-progress", "--group-runs", "4"]
+    killed = tmp_path / "killed"
+    folder = runner.results_dir(killed, "grouped")
+    proc = subprocess.Popen(cmd + ["--results", str(killed)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 180
+    while time.time() < deadline and len(list(folder.glob("*.json"))) < 4:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = _records(folder)
+    assert len(before) == 4, "the kill should land after the first batched job, during the second"
+    assert {r["config"]["algorithm"] for r in before.values()} == {"fedavg"}
+    assert all(r["execution"]["group_runs"] == 4 for r in before.values())
+    for p in folder.glob("*.json"):
+        json.loads(p.read_text())  # no partial record
+    resumed = subprocess.run(cmd + ["--results", str(killed)], env=env, check=True, capture_output=True, text=True)
+    assert "skipped 4, ok 4" in resumed.stderr  # exactly the unfinished runs ran again
+    after = _records(folder)
+    assert {h: r["history"] for h, r in after.items() if h in before} == {h: r["history"] for h, r in before.items()}
+    clean = tmp_path / "clean"
+    subprocess.run(cmd + ["--results", str(clean)], env=env, check=True, capture_output=True)
+    strip = lambda rec: [{k: v for k, v in h.items() if k != "wall_time"} for h in rec["history"]]  # noqa: E731
+    ref = _records(runner.results_dir(clean, "grouped"))
+    assert set(after) == set(ref) and len(ref) == 8
+    for h in ref:  # the resumed suite equals the uninterrupted one (each run also equals its run alone:
+        assert strip(after[h]) == strip(ref[h])  # test_three_seeds_two_lrs_equal_six_runs)
