@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 
 SCHEMA = 1
+RUN_ROUNDS = {False: 3, True: 1}  # rounds per cell in the batched-runs measurement (full, --quick)
 METHODS = ("sequential", "vectorized", "auto", "limit_module", "limit_functional")
 
 
@@ -57,6 +58,9 @@ PRESETS = {
 TARGETS = (
     ("cpu", "digits", "logreg", "vectorized_over_sequential", 3.0),
     ("cpu", "fmnist_cnn", "fedbat_cnn", "auto_over_best", 0.9),  # auto within 10% of the faster executor
+    ("cpu", "digits", "logreg", "batched_over_one_after_another", 2.0),  # 6 cells batched vs alone
+    ("cpu", "digits", "mlp", "batched_over_one_after_another", 2.0),
+    ("cuda", "fmnist_cnn", "fedbat_cnn", "batched_sample_gradients_per_s", 1.2e6),
     ("cuda", "fmnist_cnn", "fedbat_cnn", "vectorized_over_sequential", 20.0),
     ("cuda", "fmnist_cnn", "fedbat_cnn", "vectorized_over_limit", 0.6),
 )
@@ -313,6 +317,102 @@ def measure(cfg: Config, device, repeats: int, warmup: int, log=None) -> Measure
 
 
 # --------------------------------------------------------------------------------------------------
+# Batched runs: R cells as one job vs one after another
+
+RUN_METHODS = ("one_after_another", "batched")
+
+
+class RunsWorkload:
+    """R cells of FedAvg (3 seeds x 2 learning rates when R = 6) on the configuration's synthetic data,
+    each a complete run (set-up, ``rounds`` rounds, evaluation every round on a small test set): one
+    after another as a user gets them alone (``executor="auto"``), and as one batched job
+    (``benchmark.batched.run_group``)."""
+
+    def __init__(self, cfg: Config, device, runs: int, rounds: int):
+        import torch
+
+        from .experiment import Experiment
+        from .federated_dataset import FederatedDataset
+
+        self.cfg, self.device, self.runs, self.rounds = cfg, device, runs, rounds
+        k, n = cfg.clients, cfg.samples_per_client
+        g = torch.Generator().manual_seed(cfg.seed)
+        clients = [(torch.randn(n, *cfg.input_shape, generator=g),
+                    torch.randint(0, cfg.num_classes, (n,), generator=g)) for _ in range(k)]
+        test = (torch.randn(64, *cfg.input_shape, generator=g), torch.randint(0, cfg.num_classes, (64,), generator=g))
+        data = FederatedDataset.from_tensors(clients, test, name="bench-synthetic", num_classes=cfg.num_classes)
+        lrs = (cfg.lr, cfg.lr / 2)
+        self.exps = [Experiment(algorithm="fedavg", dataset=data, model=cfg.model, num_clients=None,
+                                clients_per_round=k, rounds=rounds, local_steps=cfg.local_steps,
+                                batch_size=cfg.batch_size, lr=lrs[i % 2], seed=i // 2, eval_every=1,
+                                eval_train_samples=64, device=str(device)) for i in range(runs)]
+        self.alone_executor = None
+
+    @property
+    def sample_gradients(self) -> int:
+        return self.runs * self.rounds * self.cfg.sample_gradients_per_round
+
+    def time_once(self, method: str) -> float:
+        from . import batched
+        from .experiment import run
+
+        gc.collect()
+        _sync(self.device)
+        t0 = time.perf_counter()
+        if method == "batched":
+            batched.run_group(self.exps)
+        else:
+            for e in self.exps:
+                self.alone_executor = run(e).execution.get("executor")
+        _sync(self.device)
+        return time.perf_counter() - t0
+
+
+def measure_runs(cfg: Config, device, runs: int, rounds: int, repeats: int, warmup: int, log=None) -> dict:
+    w = RunsWorkload(cfg, device, runs, rounds)
+    seconds = {m: [] for m in RUN_METHODS}
+    for m in RUN_METHODS:
+        for _ in range(warmup):
+            w.time_once(m)
+    for r in range(repeats):
+        for m in (RUN_METHODS if r % 2 == 0 else RUN_METHODS[::-1]):
+            seconds[m].append(w.time_once(m))
+        if log is not None:
+            log(f"  runs {cfg.preset}/{cfg.model}: repeat {r + 1}/{repeats} "
+                + " ".join(f"{k}={v[-1]:.3f}s" for k, v in seconds.items()))
+    med = {m: statistics.median(v) for m, v in seconds.items()}
+    return {"preset": cfg.preset, "model": cfg.model, "runs": runs, "rounds": rounds, "clients": cfg.clients,
+            "batch_size": cfg.batch_size, "local_steps": cfg.local_steps, "sample_gradients": w.sample_gradients,
+            "alone_executor": w.alone_executor, "seconds": seconds, "median_seconds": med,
+            "sample_gradients_per_s": {m: w.sample_gradients / t for m, t in med.items()},
+            "seconds_per_run_round": {m: t / (runs * rounds) for m, t in med.items()},
+            "batched_over_one_after_another": med["one_after_another"] / med["batched"],
+            "batched_sample_gradients_per_s": w.sample_gradients / med["batched"]}
+
+
+def round_overhead(result: dict) -> float | None:
+    """The rest of a round beyond the executor's work (sampling, schedules, aggregation, evaluation,
+    records), per run: from the one-after-another runs of the overhead-bound digits logreg, minus what
+    the fitted executor model predicts (``benchmark.cost.CostModel``)."""
+    from . import cost
+
+    model = cost.cost_model_from_bench(result)
+    if model is None:
+        return None
+    vals = []
+    for r in result.get("runs", []):
+        if r["preset"] != "digits" or r["alone_executor"] not in ("sequential", "vectorized"):
+            continue
+        c = next((c for c in result["configs"] if c["model"] == r["model"]), None)
+        if c is None:
+            continue
+        predicted = model.round_seconds(r["alone_executor"], r["clients"], r["local_steps"], r["batch_size"],
+                                        c["flops_per_sample"])
+        vals.append(max(0.0, r["seconds_per_run_round"]["one_after_another"] - predicted))
+    return min(vals) if vals else None
+
+
+# --------------------------------------------------------------------------------------------------
 # Running a set of configurations
 
 
@@ -337,7 +437,7 @@ def evaluate_targets(device_type: str, summaries: list[dict]) -> list[dict]:
     out = []
     for dev, preset, model, metric, minimum in TARGETS:
         for s in summaries:
-            if dev == device_type and s["preset"] == preset and s["model"] == model:
+            if dev == device_type and s["preset"] == preset and s["model"] == model and metric in s:
                 out.append({"device": dev, "preset": preset, "model": model, "metric": metric,
                             "minimum": minimum, "value": s[metric], "met": s[metric] >= minimum})
     return out
@@ -361,6 +461,8 @@ def run_bench(a, log=None) -> dict:
 def _run_bench(a, device, log) -> dict:
     import torch
 
+    if getattr(a, "runs", 0) < 0:
+        raise BenchError("--runs must be >= 0")
     if a.repeats is not None and a.repeats < 1:
         raise BenchError("--repeats must be >= 1")
     if a.warmup is not None and a.warmup < 0:
@@ -387,10 +489,17 @@ def _run_bench(a, device, log) -> dict:
             log(f"measuring {c.preset}/{c.model}: {c.clients} clients x batch {c.batch_size} x "
                 f"{c.local_steps} local steps on {device}")
         summaries.append(measure(c, device, repeats, warmup, log).summary())
+    runs = []
+    if a.runs:
+        for c in cfgs:
+            if log is not None:
+                log(f"measuring batched runs {c.preset}/{c.model}: {a.runs} cells x {c.clients} clients x batch "
+                    f"{c.batch_size} x {c.local_steps} local steps x {RUN_ROUNDS[a.quick]} rounds on {device}")
+            runs.append(measure_runs(c, device, a.runs, RUN_ROUNDS[a.quick], repeats, warmup, log))
     from .experiment import code_version
 
     head = summaries[0]
-    return {
+    result = {
         "schema": SCHEMA,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": str(device), "device_name": _device_name(device),
@@ -405,8 +514,12 @@ def _run_bench(a, device, log) -> dict:
         "throughput": {"unit": "sample-gradients/s", **{m: head["sample_gradients_per_s"][m]
                                                        for m in ("sequential", "vectorized", "limit")}},
         "configs": summaries,
-        "targets": evaluate_targets(device.type, summaries),
+        "runs": runs,
+        "targets": evaluate_targets(device.type, summaries + runs),
     }
+    if runs:
+        result["round_overhead_seconds"] = round_overhead(result)
+    return result
 
 
 def _fmt(v: float) -> str:
@@ -438,6 +551,18 @@ def table(result: dict) -> str:
               "throughputs and ratios from median times, ratios in parentheses from the fastest repeats; "
               "auto: the executor executor=\"auto\" picks (benchmark.cost), timed separately, over the faster "
               "of sequential and vectorized (1 = the right pick).")]
+    if result.get("runs"):
+        rows = [[r["preset"], r["model"], f"{r['runs']} x {r['clients']}x{r['batch_size']}x{r['local_steps']} x "
+                 f"{r['rounds']} rounds", r["alone_executor"],
+                 _fmt(r["sample_gradients_per_s"]["one_after_another"]), _fmt(r["sample_gradients_per_s"]["batched"]),
+                 f"{r['batched_over_one_after_another']:.2f}x"] for r in result["runs"]]
+        lines += ["", "Batched runs (complete runs, set-up and evaluation included):",
+                  tabulate(rows, headers=["preset", "model", "cells x clients x batch x steps x rounds",
+                                          "alone: executor", "one after another sg/s", "batched sg/s",
+                                          "batched / one after another"], tablefmt="github")]
+        if result.get("round_overhead_seconds") is not None:
+            lines.append(f"rest of a round beyond the executor (cost model of `fedrepro list suites`): "
+                         f"{result['round_overhead_seconds'] * 1e3:.1f} ms")
     for t in result["targets"]:
         lines.append(f"target {t['device']} {t['preset']}/{t['model']}: {t['metric']} >= {t['minimum']:g}: "
                      f"{t['value']:.2f} -> {'met' if t['met'] else 'NOT met'}")
@@ -485,6 +610,8 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic data and model (default 0)")
     p.add_argument("--quick", action="store_true", help="fewer local steps and repeats (under a minute on a "
                                                        "2-core CPU)")
+    p.add_argument("--runs", type=int, default=6, help="cells in the batched-runs measurement (3 seeds x 2 "
+                                                        "learning rates for 6; default 6; 0 skips it)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--out", help="also write the JSON object to this file")
     p.set_defaults(func=cmd_bench)

@@ -195,8 +195,7 @@ def cost_model_from_bench(rec: dict) -> CostModel | None:
         a, y = np.array(rows, dtype=np.float64), np.array(ys)
         coef, _ = nnls(a / y[:, None], np.ones_like(y))  # relative errors: each model weighs the same
         overhead[e], per_flop[e] = float(coef[0]), float(coef[1])
-    runs = rec.get("runs") or {}
-    return CostModel(overhead, per_flop, float(runs.get("round_overhead_seconds", 0.0)), rec.get("_path", "?"))
+    return CostModel(overhead, per_flop, float(rec.get("round_overhead_seconds") or 0.0), rec.get("_path", "?"))
 
 
 # --------------------------------------------------------------------------------------------------

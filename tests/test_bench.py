@@ -11,7 +11,7 @@ import torch
 from benchmark.cli import main
 
 TINY = ["--device", "cpu", "--clients", "3", "--batch-size", "8", "--local-steps", "2", "--repeats", "1",
-        "--warmup", "1", "--threads", "1"]
+        "--warmup", "1", "--threads", "1", "--runs", "2"]
 
 
 def _positive_finite(v) -> bool:
@@ -34,7 +34,14 @@ def test_quick_json_has_ratios_and_throughputs(capsys):
     assert cfg["auto_executor"] == "vectorized" and cfg["flops_per_sample"] == 2560  # logreg: 2 x 2 x 64 x 10
     assert _positive_finite(cfg["auto_over_best"])
     assert cfg["limit_kind"] in ("limit_module", "limit_functional")
-    assert [t["model"] for t in out["targets"]] == ["logreg"]  # the CPU target applies to digits/logreg
+    # the CPU targets of digits/logreg: executors, and batched runs
+    assert [(t["model"], t["metric"]) for t in out["targets"]] == [
+        ("logreg", "vectorized_over_sequential"), ("logreg", "batched_over_one_after_another")]
+    (runs,) = out["runs"]
+    assert runs["runs"] == 2 and runs["sample_gradients"] == 2 * 1 * 3 * 8 * 2  # 2 cells x 1 round (quick)
+    assert runs["alone_executor"] == "vectorized"
+    assert _positive_finite(runs["batched_over_one_after_another"])
+    assert out["round_overhead_seconds"] is None or out["round_overhead_seconds"] >= 0
 
 
 def test_cnn_preset_table_and_out_file(tmp_path, capsys):
@@ -42,7 +49,8 @@ def test_cnn_preset_table_and_out_file(tmp_path, capsys):
     path = tmp_path / "perf" / "bench.json"
     threads = torch.get_num_threads()
     rc = main(["bench", "--quick", "--out", str(path), "--clients", "2", "--batch-size", "4",
-               "--local-steps", "1", "--repeats", "1", "--warmup", "0", "--device", "cpu", "--threads", "1"])
+               "--local-steps", "1", "--repeats", "1", "--warmup", "0", "--device", "cpu", "--threads", "1",
+               "--runs", "0"])
     assert torch.get_num_threads() == threads  # restored
     assert rc == 0
     text = capsys.readouterr().out
@@ -51,7 +59,7 @@ def test_cnn_preset_table_and_out_file(tmp_path, capsys):
     assert rec["headline"] == "fmnist_cnn/fedbat_cnn" and rec["configs"][0]["params"] > 100_000
     # batch 4: 4 x 6.0e7 FLOPs per client step, under the CPU rule's 5e8 (batch 64 would be sequential)
     assert rec["configs"][0]["auto_executor"] == "vectorized"
-    assert [t["metric"] for t in rec["targets"]] == ["auto_over_best"]
+    assert [t["metric"] for t in rec["targets"]] == ["auto_over_best"] and rec["runs"] == []
     assert _positive_finite(rec["vectorized_over_limit"])
 
 
@@ -105,7 +113,8 @@ def test_asv_benchmark_runs_once(cls, method, combo, monkeypatch):
 
 def test_asv_benchmarks_are_all_collected():
     names = {c.values[0].__name__ for c in _asv_cases()}
-    assert names >= {"ExecutorRound", "Compressors", "Partition", "TheoryCheck", "Speedup", "SpeedupCNN"}
+    assert names >= {"ExecutorRound", "Compressors", "Partition", "TheoryCheck", "Speedup", "SpeedupCNN",
+                      "AutoChoice", "BatchedRuns"}
 
 
 def test_asv_history_script_lists_commits(capsys):

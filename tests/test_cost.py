@@ -80,7 +80,7 @@ def _bench_file(tmp_path, **extra):
 
 
 def test_cost_model_recovers_known_constants(tmp_path):
-    o, c = _bench_file(tmp_path, runs={"round_overhead_seconds": 0.01})
+    o, c = _bench_file(tmp_path, round_overhead_seconds=0.01)
     m = cost.cost_model_from_bench(cost.latest_bench("cpu", [tmp_path]))
     for e in o:
         assert m.overhead[e] == pytest.approx(o[e], rel=1e-6)

@@ -196,3 +196,65 @@ class SpeedupCNN:
 
     def track_vectorized_over_sequential(self):
         return self.workload.ratio(self.timing_repeats)
+
+
+class AutoChoice:
+    """``executor="auto"`` against the faster executor on FedBAT's CNN (10 clients, batch 64, 1 local step):
+    the time of the executor auto picks over the faster one's (issue 14's CPU target: >= 0.9)."""
+
+    unit = "x"
+    timeout = 300
+    timing_repeats = 3
+    workload_shape = (10, 64, 1)
+
+    def setup(self):
+        try:
+            from benchmark import cost
+        except ImportError:
+            raise NotImplementedError("benchmark.cost (executor auto) is not available at this commit") from None
+        _pin_threads()
+        module = _fedbat_cnn()
+        k, b, s = self.workload_shape
+        self.workload = _RoundWorkload(module, (1, 28, 28), k, b, s)
+        flops = cost.flops_per_sample(module, (1, 28, 28))
+        self.auto = cost.choose_executor("auto", "cpu", True, flops, b).executor
+        for method in ("sequential", "vectorized"):
+            self.workload.seconds(method)
+
+    def track_auto_over_best(self):
+        t = {m: [] for m in ("sequential", "vectorized")}
+        for _ in range(self.timing_repeats):
+            for m in t:
+                t[m].append(self.workload.seconds(m))
+        med = {m: float(np.median(v)) for m, v in t.items()}
+        return min(med.values()) / med[self.auto]
+
+
+class BatchedRuns:
+    """6 runs (3 seeds x 2 learning rates) of FedAvg, digits logreg on 1x8x8 inputs, 10 clients, batch 64,
+    5 local steps, 2 rounds: one batched job over one after another (issue 14's CPU target: >= 2)."""
+
+    unit = "x"
+    timeout = 300
+    timing_repeats = 3
+    workload_shape = (10, 64, 5)
+
+    def setup(self):
+        try:
+            from benchmark import bench
+            from benchmark.batched import run_group  # noqa: F401
+        except ImportError:
+            raise NotImplementedError("batched runs are not available at this commit") from None
+        _pin_threads()
+        k, b, s = self.workload_shape
+        cfg = bench.Config("digits", "logreg", (1, 8, 8), 10, k, b, s, samples_per_client=4 * b)
+        self.workload = bench.RunsWorkload(cfg, torch.device("cpu"), 6, 2)
+        for m in bench.RUN_METHODS:
+            self.workload.time_once(m)
+
+    def track_batched_over_one_after_another(self):
+        t = {"one_after_another": [], "batched": []}
+        for _ in range(self.timing_repeats):
+            for m in t:
+                t[m].append(self.workload.time_once(m))
+        return float(np.median(t["one_after_another"]) / np.median(t["batched"]))
