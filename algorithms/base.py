@@ -16,13 +16,14 @@ Conventions
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Protocol
 
 import torch
 from torch.utils import _pytree as pytree
+
+from . import hyper, optim
 
 # --------------------------------------------------------------------------------------------------
 # Messages
@@ -373,7 +374,8 @@ class NoHyperparameters:
 
 
 class Algorithm:
-    """Base class. Subclasses set ``name`` and ``Hyper`` (a frozen dataclass with the paper's defaults).
+    """Base class. Subclasses set ``name`` and ``Hyper`` (a frozen dataclass with the paper's defaults,
+    each field declared with its constraint by ``algorithms.hyper.param``).
 
     Methods follow DESIGN.md. ``aggregate`` also receives a ``RoundInfo`` with the sampled client ids.
     """
@@ -382,15 +384,28 @@ class Algorithm:
     Hyper: ClassVar[type] = NoHyperparameters
     #: False when local_update cannot run under vmap (the engine falls back to the sequential executor)
     vectorizable: ClassVar[bool] = True
+    #: the server optimizer (``optim.ServerSGD``, ``optim.ServerMomentum``) that ``server_step`` applies to
+    #: the pseudo-gradient, built from the hyperparameters of its fields (eta_g, beta1); None: the
+    #: algorithm writes its own server rule. ``with_server_momentum`` makes the momentum variant.
+    server_optimizer: ClassVar[type | None] = None
 
     def __init__(self, hp: Any, layout: ParamLayout, num_clients: int):
         self.hp = hp
         self.layout = layout
         self.num_clients = num_clients
+        self.server_opt = None if self.server_optimizer is None else self.server_optimizer.from_hyper(hp)
 
     # -- server side --
     def init(self, params: torch.Tensor) -> dict:
-        return {"params": params.clone()}
+        state = {"params": params.clone()}
+        if self.server_opt is not None:
+            state.update(self.server_opt.init(params))
+        return state
+
+    def server_step(self, server_state: dict, d: torch.Tensor) -> dict:
+        """The server state after the server optimizer's step on the pseudo-gradient d (``server_opt``)."""
+        params, opt_state = self.server_opt.step(server_state["params"], d, server_state)
+        return {**server_state, **opt_state, "params": params}
 
     def broadcast(self, server_state: dict) -> Message:
         return Message.dense(server_state["params"])
@@ -415,6 +430,14 @@ class Algorithm:
         raise NotImplementedError
 
     # -- helpers shared by many algorithms --
+    @staticmethod
+    def client_weights(weights: torch.Tensor, weighting: str) -> torch.Tensor:
+        """The aggregation weights p_i of the sampled clients for a ``weighting`` hyperparameter
+        (``hyper.WEIGHTING``): the engine's n_i / sum_{j in S} n_j (``"samples"``) or 1/S (``"uniform"``)."""
+        if weighting == "uniform":
+            return torch.full_like(weights, 1.0 / weights.shape[0])
+        return weights
+
     @staticmethod
     def weighted_mean(stacked: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """sum_k w_k x_k for stacked x (K, d) and weights (K,)."""
@@ -487,34 +510,31 @@ def get_class(name: str) -> type[Algorithm]:
 
 
 def make_hyper(cls: type[Algorithm], args: Mapping[str, Any] | None) -> Any:
-    """Build the frozen hyperparameter dataclass, with a clear error for unknown or invalid keys."""
-    args = dict(args or {})
-    fields = {f.name: f for f in dataclasses.fields(cls.Hyper)}
-    unknown = sorted(set(args) - set(fields))
-    if unknown:
-        raise ValueError(f"{cls.name}: unknown algorithm_args {unknown}; valid: {sorted(fields) or 'none'}")
-    converted = {}
-    for k, v in args.items():
-        if isinstance(v, str) and v.lower() in ("none", "null"):
-            converted[k] = None  # e.g. LFL's q1=none: no quantization
-            continue
-        default = getattr(cls.Hyper(), k) if all(
-            f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-            for f in fields.values()) else None
-        if isinstance(default, bool) and isinstance(v, str):
-            if v.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-                raise ValueError(f"{cls.name}: {k} must be true or false, got {v!r}")
-            v = v.lower() in ("1", "true", "yes", "on")
-        elif isinstance(default, float) and isinstance(v, (int, str)):
-            v = float(v)
-        elif isinstance(default, int) and not isinstance(default, bool) and isinstance(v, str):
-            v = int(v)
-        converted[k] = v
-    hp = cls.Hyper(**converted)
-    validate = getattr(hp, "validate", None)
-    if callable(validate):
-        validate()
-    return hp
+    """The frozen hyperparameter dataclass from ``args`` (command-line strings converted), every field
+    checked against its declared constraint (``algorithms.hyper.build``): a ``ValueError`` for an unknown
+    key, and a ``hyper.HyperparameterError`` ("fedprox: mu must be >= 0 and finite, got 'abc'") for a
+    value that does not convert or lies outside its constraint."""
+    return hyper.build(cls.name, cls.Hyper, dict(args or {}))
+
+
+def with_server_momentum(base: type[Algorithm], name: str, beta1: float = 0.9) -> type[Algorithm]:
+    """``base`` with the server momentum optimizer (``optim.ServerMomentum``) in place of its plain
+    server step (``optim.ServerSGD``), named ``name`` (``register`` it): the GradMA paper's "slow-momentum
+    variants" (Sec. 6.1; App. Alg. 5-6: FedAvgM, FedProxM, MIFAM; MOONM, FedMLBM).
+
+    The variant keeps base's local rule, uplink and aggregation and overrides nothing else; its
+    ``Hyper`` is base's with ``beta1`` (default 0.9, Hsu et al.'s value and the top of GradMA's grid
+    {0.1, 0.5, 0.9}) before ``eta_g``, and its server state gains ``momentum``.
+    """
+    if base.server_optimizer is not optim.ServerSGD:
+        raise TypeError(f"with_server_momentum: {base.__name__} must step with optim.ServerSGD, "
+                        f"not {base.server_optimizer}")
+    cls_name = f"{base.__name__}M"
+    hp = hyper.with_field(base.Hyper, "beta1", float, hyper.param(beta1, hyper.MOMENTUM), before="eta_g",
+                          qualname=f"{cls_name}.Hyper")
+    doc = f"{base.__name__} with server momentum (``with_server_momentum``): {name}."
+    return type(cls_name, (base,), {"name": name, "Hyper": hp, "server_optimizer": optim.ServerMomentum,
+                                    "__module__": base.__module__, "__qualname__": cls_name, "__doc__": doc})
 
 
 def make(name: str, layout: ParamLayout, num_clients: int, args: Mapping[str, Any] | None = None) -> Algorithm:

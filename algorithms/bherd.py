@@ -34,7 +34,7 @@ Choices the paper leaves open (``bherd.md`` Sec. 1.4, 6.1):
   ``bherd_scaffold.py``: it reuses ``HerdedSteps`` below on SCAFFOLD's corrected steps.
 
 ``HerdedSteps`` (local SGD with stored steps, selection, rescaling) and ``Selection`` (the
-hyperparameters alpha, selection, rescale; ``check_selection``) are shared with ``bherd_scaffold.py``.
+hyperparameters alpha, selection, rescale, with their constraints) are shared with ``bherd_scaffold.py``.
 
 Not modelled here (engine-level): the paper keeps each client's batch order fixed across rounds
 (non-RR) while the engine reshuffles every round (Fig. 4e: little difference), and its
@@ -48,10 +48,12 @@ import torch
 
 from . import herding
 from .base import Algorithm, Message, register
+from .hyper import Range, choice, param
 
 SELECTIONS = ("herding", "random", "closest")
 BASES = ("fedavg", "fednova")
 RESCALES = ("alpha", "count")
+BASE = choice(*BASES, hints={"scaffold": "BHerd-SCAFFOLD is the algorithm bherd_scaffold"})
 
 
 def stored_steps_loop(ctx, w0: torch.Tensor, grad_fn=None):
@@ -90,16 +92,6 @@ def kept_count(alpha: float, steps: torch.Tensor) -> torch.Tensor:
     return torch.floor(alpha * steps.to(torch.float64) + 0.5).to(torch.int64).clamp(min=1)
 
 
-def check_selection(name: str, alpha: float, selection: str, rescale: str) -> None:
-    """ValueError for an alpha outside (0, 1], an unknown selection or rescale."""
-    if not 0.0 < alpha <= 1.0:
-        raise ValueError(f"{name}: alpha must be in (0, 1], got {alpha}")
-    if selection not in SELECTIONS:
-        raise ValueError(f"{name}: selection must be one of {SELECTIONS}, got {selection!r}")
-    if rescale not in RESCALES:
-        raise ValueError(f"{name}: rescale must be one of {RESCALES}, got {rescale!r}")
-
-
 class HerdedSteps:
     """BHerd's local phase as a mixin, for any ``Algorithm`` whose ``hp`` has the fields of ``Selection``."""
 
@@ -133,9 +125,9 @@ class HerdedSteps:
 class Selection:
     """BHerd's selection hyperparameters, shared by every BHerd variant."""
 
-    alpha: float = 0.5  # fraction of the local steps kept
-    selection: str = "herding"  # herding | random | closest
-    rescale: str = "alpha"  # alpha (paper, 1/alpha) | count (tau_i / k_i)
+    alpha: float = param(0.5, Range("(0, 1]"))  # fraction of the local steps kept
+    selection: str = param("herding", choice(*SELECTIONS))  # herding | random | closest
+    rescale: str = param("alpha", choice(*RESCALES))  # alpha (paper, 1/alpha) | count (tau_i / k_i)
 
 
 @register
@@ -144,13 +136,7 @@ class BHerd(HerdedSteps, Algorithm):
 
     @dataclass(frozen=True)
     class Hyper(Selection):
-        base: str = "fedavg"  # fedavg (BHerd-FedAvg) | fednova (BHerd-FedNova)
-
-        def validate(self):
-            check_selection("bherd", self.alpha, self.selection, self.rescale)
-            if self.base not in BASES:
-                hint = " (BHerd-SCAFFOLD is the algorithm bherd_scaffold)" if self.base == "scaffold" else ""
-                raise ValueError(f"bherd: base must be one of {BASES}, got {self.base!r}{hint}")
+        base: str = param("fedavg", BASE)  # fedavg (BHerd-FedAvg) | fednova (BHerd-FedNova)
 
     def local_update(self, ctx, downlink, client_state):
         u = self.herded_update(ctx, self.receive(downlink, client_state))

@@ -40,8 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import register
-from .bherd import HerdedSteps, Selection, check_selection
-from .fedavgm import check_eta_g, check_weighting
+from .bherd import HerdedSteps, Selection
 from .scaffold import Scaffold
 
 
@@ -51,10 +50,7 @@ class BHerdScaffold(HerdedSteps, Scaffold):
 
     @dataclass(frozen=True)
     class Hyper(Selection, Scaffold.Hyper):
-        def validate(self):
-            check_selection("bherd_scaffold", self.alpha, self.selection, self.rescale)
-            check_eta_g("bherd_scaffold", self.eta_g)
-            check_weighting("bherd_scaffold", self.weighting)
+        """BHerd's selection and SCAFFOLD's server hyperparameters, with their declared constraints."""
 
     def sgd_loop(self, ctx, params, grad_fn=None):
         """BHerd as SCAFFOLD's local solver: the herded endpoint x - u (choice 3 of the docstring).

@@ -27,7 +27,6 @@ are not clipped after the step; BiFL's ML-based parameter update (BiFL-BiML) is 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -35,6 +34,7 @@ import torch
 from .base import Algorithm, Message, register
 from .compressed_update import assemble_signed, split_layout
 from .compression import pack_bits, unpack_bits
+from .hyper import BOOL, POSITIVE, choice, param
 
 SCOPES = ("weights", "all")
 
@@ -56,18 +56,9 @@ class BiFL(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        full: bool = False  # True: BiFL-Full, upload the fp32 latent weights
-        clip: float = 1.0  # STE passes the gradient where |w| <= clip (Hubara et al. 2016)
-        scope: str = "weights"  # binarize conv/linear weights | "all"
-
-        def validate(self):
-            if not isinstance(self.full, bool):
-                raise ValueError(f"bifl: full must be True or False, got {self.full!r}")
-            if isinstance(self.clip, bool) or not isinstance(self.clip, (int, float)) \
-                    or not math.isfinite(self.clip) or self.clip <= 0:
-                raise ValueError(f"bifl: clip must be a positive finite number, got {self.clip!r}")
-            if self.scope not in SCOPES:
-                raise ValueError(f"bifl: scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
+        full: bool = param(False, BOOL)  # True: BiFL-Full, upload the fp32 latent weights
+        clip: float = param(1.0, POSITIVE)  # STE passes the gradient where |w| <= clip (Hubara et al. 2016)
+        scope: str = param("weights", choice(*SCOPES))  # binarize conv/linear weights | "all"
 
     def __init__(self, hp, layout, num_clients):
         super().__init__(hp, layout, num_clients)
@@ -128,10 +119,5 @@ class BiFLFull(BiFL):
     name = "bifl_full"
 
     @dataclass(frozen=True)
-    class Hyper:
+    class Hyper(BiFL.Hyper):
         full: bool = True
-        clip: float = 1.0
-        scope: str = "weights"
-
-        def validate(self):
-            BiFL.Hyper.validate(self)

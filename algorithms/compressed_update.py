@@ -37,8 +37,10 @@ import torch
 
 from . import compression
 from .base import Algorithm, CounterRng, Message, ParamLayout, ParamSlice, Rng
+from .hyper import choice
 
 SCOPES = ("weights", "all")
+SCOPE = choice(*SCOPES)  # the ``scope`` hyperparameter of the compressed algorithms
 DETERMINISTIC_OPERATORS = ("identity", "sign", "scaled_sign", "topk")
 
 
@@ -47,18 +49,6 @@ def needs_rng(op: compression.Operator) -> bool:
     if isinstance(op, compression.ErrorFeedback):
         op = op.inner
     return op.name not in DETERMINISTIC_OPERATORS
-
-
-def check_scope(name: str, scope: str, per_layer: bool) -> None:
-    if scope not in SCOPES:
-        raise ValueError(f"{name}: scope must be one of {', '.join(SCOPES)}, got {scope!r}")
-    if not isinstance(per_layer, bool):
-        raise ValueError(f"{name}: per_layer must be True or False, got {per_layer!r}")
-
-
-def check_positive(name: str, what: str, v) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0 and v < float("inf")):
-        raise ValueError(f"{name}: {what} must be a positive finite number, got {v!r}")
 
 
 def fork_rng(rng: Rng) -> CounterRng:

@@ -23,7 +23,8 @@ import torch
 
 from . import compression
 from .base import Message, register
-from .compressed_update import CompressedUpdate, check_scope
+from .compressed_update import SCOPE, CompressedUpdate
+from .hyper import BOOL, param
 
 
 @register
@@ -32,11 +33,8 @@ class EFSignSGD(CompressedUpdate):
 
     @dataclass(frozen=True)
     class Hyper:
-        scope: str = "weights"  # compress conv/linear weights only ("all": every parameter)
-        per_layer: bool = True  # the scale ||p||_1/d and the residual per layer
-
-        def validate(self):
-            check_scope("ef_signsgd", self.scope, self.per_layer)
+        scope: str = param("weights", SCOPE)  # compress conv/linear weights only ("all": every parameter)
+        per_layer: bool = param(True, BOOL)  # the scale ||p||_1/d and the residual per layer
 
     def make_operator(self):
         return compression.get("ef", inner="scaled_sign")

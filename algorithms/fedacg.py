@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from .base import Algorithm, Message, register
+from .hyper import MOMENTUM, NONNEGATIVE, param
 
 
 @register
@@ -33,14 +34,8 @@ class FedACG(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        lam: float = 0.85  # momentum / look-ahead coefficient lambda
-        beta: float = 0.001  # proximal coefficient towards the look-ahead model
-
-        def validate(self):
-            if not 0.0 <= self.lam < 1.0:
-                raise ValueError(f"fedacg: lam must be in [0, 1), got {self.lam}")
-            if not self.beta >= 0:
-                raise ValueError(f"fedacg: beta must be >= 0, got {self.beta}")
+        lam: float = param(0.85, MOMENTUM)  # momentum / look-ahead coefficient lambda
+        beta: float = param(0.001, NONNEGATIVE)  # proximal coefficient towards the look-ahead model
 
     def init(self, params):
         return {"params": params.clone(), "m": torch.zeros_like(params)}

@@ -21,6 +21,7 @@ import torch
 
 from .base import Algorithm, Message, register
 from .fedsam import _TINY, sam_grad
+from .hyper import NONNEGATIVE, param
 
 
 def asam_perturbation(p: torch.Tensor, g: torch.Tensor, rho: float, eta: float) -> torch.Tensor:
@@ -36,14 +37,8 @@ class FedASAM(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        rho: float = 0.5  # ASAM neighbourhood radius
-        eta: float = 0.01  # ASAM's offset in T_theta = |theta| + eta
-
-        def validate(self):
-            if not self.rho >= 0:
-                raise ValueError(f"fedasam: rho must be >= 0, got {self.rho}")
-            if not self.eta >= 0:
-                raise ValueError(f"fedasam: eta must be >= 0, got {self.eta}")
+        rho: float = param(0.5, NONNEGATIVE)  # ASAM neighbourhood radius
+        eta: float = param(0.01, NONNEGATIVE)  # ASAM's offset in T_theta = |theta| + eta
 
     def local_update(self, ctx, downlink, client_state):
         w0 = self.receive(downlink, client_state)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import Algorithm, Message, register
+from .hyper import POSITIVE, param
 
 
 @register
@@ -20,11 +21,7 @@ class FedAvg(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        eta_g: float = 1.0  # server step size (1 = plain FedAvg)
-
-        def validate(self):
-            if not self.eta_g > 0:
-                raise ValueError(f"fedavg: eta_g must be > 0, got {self.eta_g}")
+        eta_g: float = param(1.0, POSITIVE)  # server step size (1 = plain FedAvg)
 
     def local_update(self, ctx, downlink, client_state):
         w0 = self.receive(downlink, client_state)

@@ -64,7 +64,6 @@ Choices the paper leaves open (see ``fedbat.md`` Sec. 1.6, 7), and what is done 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -73,6 +72,7 @@ import torch
 from .base import Algorithm, Message, register
 from .compressed_update import assemble_signed, split_layout
 from .compression import pack_bits, unpack_bits
+from .hyper import BOOL, NONNEGATIVE, Range, choice, param
 
 SCOPES = ("weights", "all")
 ALPHA_MODES = ("learned", "inf")
@@ -128,29 +128,15 @@ class FedBAT(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        rho: float = 6.0  # coefficient of the step-size exponent, Eq. 10 (Sec. 5.1: 6)
-        phi: float = 0.5  # local warm-up ratio (Sec. 5.1: 0.5)
-        alpha_clamp: bool = False  # public code: alpha clamped to [5e-4, 5e-2] (not in the paper)
-        alpha_mode: str = "learned"  # "learned" (Eq. 10) | "inf" (theory variant, alpha = ||m_l||_inf)
-        uplink: str = "binary"  # "binary" (the paper) | "fp32" (latent m, an ablation)
-        scope: str = "weights"  # binarize conv/linear weights (public code) | "all"
-
-        def validate(self):
-            if isinstance(self.rho, bool) or not isinstance(self.rho, (int, float)) \
-                    or not math.isfinite(self.rho) or self.rho < 0:
-                raise ValueError(f"fedbat: rho must be a finite number >= 0, got {self.rho!r}")
-            if isinstance(self.phi, bool) or not isinstance(self.phi, (int, float)) \
-                    or not math.isfinite(self.phi) or not 0 <= self.phi <= 1:
-                raise ValueError(f"fedbat: phi must be in [0, 1], got {self.phi!r}")
-            if not isinstance(self.alpha_clamp, bool):
-                raise ValueError(f"fedbat: alpha_clamp must be True or False, got {self.alpha_clamp!r}")
-            if self.alpha_mode not in ALPHA_MODES:
-                raise ValueError(f"fedbat: alpha_mode must be one of {', '.join(ALPHA_MODES)}, "
-                                 f"got {self.alpha_mode!r}")
-            if self.uplink not in UPLINKS:
-                raise ValueError(f"fedbat: uplink must be one of {', '.join(UPLINKS)}, got {self.uplink!r}")
-            if self.scope not in SCOPES:
-                raise ValueError(f"fedbat: scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
+        rho: float = param(6.0, NONNEGATIVE)  # coefficient of the step-size exponent, Eq. 10 (Sec. 5.1: 6)
+        phi: float = param(0.5, Range("[0, 1]"))  # local warm-up ratio (Sec. 5.1: 0.5)
+        # public code: alpha clamped to [5e-4, 5e-2] (not in the paper)
+        alpha_clamp: bool = param(False, BOOL)
+        # "learned" (Eq. 10) | "inf" (theory variant, alpha = ||m_l||_inf)
+        alpha_mode: str = param("learned", choice(*ALPHA_MODES))
+        # "binary" (the paper) | "fp32" (latent m, an ablation)
+        uplink: str = param("binary", choice(*UPLINKS))
+        scope: str = param("weights", choice(*SCOPES))  # binarize conv/linear weights (public code) | "all"
 
     def __init__(self, hp, layout, num_clients):
         super().__init__(hp, layout, num_clients)

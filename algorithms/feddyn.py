@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from .base import Algorithm, Message, register
-from .fedavgm import check_weighting, client_weights
+from .hyper import POSITIVE, WEIGHTING, param
 
 
 @register
@@ -31,13 +31,8 @@ class FedDyn(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        alpha: float = 0.01  # regularisation strength (GradMA grid {0.001, 0.01, 0.1})
-        weighting: str = "uniform"
-
-        def validate(self):
-            if not self.alpha > 0:
-                raise ValueError(f"feddyn: alpha must be > 0, got {self.alpha}")
-            check_weighting("feddyn", self.weighting)
+        alpha: float = param(0.01, POSITIVE)  # regularisation strength (GradMA grid {0.001, 0.01, 0.1})
+        weighting: str = param("uniform", WEIGHTING)
 
     def init(self, params):
         return {"params": params.clone(), "h": torch.zeros_like(params)}
@@ -61,5 +56,5 @@ class FedDyn(Algorithm):
         alpha = self.hp.alpha
         delta = uplinks["delta"]
         h = server_state["h"] - alpha * delta.sum(0) / info.num_clients
-        mean = self.weighted_mean(delta, client_weights(weights, self.hp.weighting))
+        mean = self.weighted_mean(delta, self.client_weights(weights, self.hp.weighting))
         return {**server_state, "params": server_state["params"] + mean - h / alpha, "h": h}

@@ -25,6 +25,7 @@ import torch
 
 from .base import Algorithm, Message, register
 from .fedsam import _TINY
+from .hyper import NONNEGATIVE, param
 
 
 @register
@@ -33,11 +34,7 @@ class FedLESAM(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        rho: float = 0.05  # perturbation radius
-
-        def validate(self):
-            if not self.rho >= 0:
-                raise ValueError(f"fedlesam: rho must be >= 0, got {self.rho}")
+        rho: float = param(0.05, NONNEGATIVE)  # perturbation radius
 
     def client_init(self, params):
         seen = torch.zeros((), dtype=params.dtype, device=params.device)  # 1 once the client has taken part

@@ -12,9 +12,10 @@ local objective (FedMLB, Sec. 3, the total loss, Eq. (8)) is
 
 with q^tau the softmax at temperature tau. Gradients reach the local blocks through both the main
 path and the hybrid paths (the global blocks are constants); the KL is "online" distillation, i.e.
-neither side is detached. The uplink is FedAvg's update; the server step is FedAvgM's
-(``algorithms.fedavgm``), FedMLB being FedMLBM with beta1 = 0. FedMLB(lambda1 = lambda2 = 0) == FedAvg
-and FedMLBM(lambda1 = lambda2 = 0) == FedAvgM (tested).
+neither side is detached. The uplink is FedAvg's update d_i = w_t - w_i; the server optimizer is
+FedMLB's plain step (``optim.ServerSGD``) or FedMLBM's momentum (``optim.ServerMomentum``,
+``with_server_momentum``), as FedAvgM's. FedMLB(lambda1 = lambda2 = 0) == FedAvg and
+FedMLBM(lambda1 = lambda2 = 0) == FedAvgM (tested).
 
 Readings:
 * Blocks: FedMLB cuts its ResNet-18 after the stem and each residual stage. Here every model is cut by
@@ -32,16 +33,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .base import Message, register
-from .fedavgm import FedAvgM, check_beta, check_eta_g, check_weighting
-
-
-def _check(name: str, lambda1: float, lambda2: float, tau: float) -> None:
-    for sym, v in (("lambda1", lambda1), ("lambda2", lambda2)):
-        if not v >= 0:
-            raise ValueError(f"{name}: {sym} must be >= 0, got {v}")
-    if not tau > 0:
-        raise ValueError(f"{name}: tau must be > 0, got {tau}")
+from . import optim
+from .base import Algorithm, Message, register, with_server_momentum
+from .hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
 
 
 def _weighted_mean(per: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -64,23 +58,19 @@ def branched_loss(main_loss: torch.Tensor, main: torch.Tensor, hybrids: list[tor
 
 
 @register
-class FedMLBM(FedAvgM):
-    name = "fedmlbm"
+class FedMLB(Algorithm):
+    name = "fedmlb"
+    server_optimizer = optim.ServerSGD
 
     @dataclass(frozen=True)
     class Hyper:
-        lambda1: float = 1.0  # weight of the hybrid paths' cross-entropy (FedMLB's default)
-        lambda2: float = 1.0  # weight of the hybrid-to-main KL distillation (FedMLB's default)
-        tau: float = 1.0  # distillation temperature (FedMLB's default)
-        beta1: float = 0.9  # server momentum (GradMA grid {0.1, 0.5, 0.9})
-        eta_g: float = 1.0
-        weighting: str = "samples"
-
-        def validate(self):
-            _check("fedmlbm", self.lambda1, self.lambda2, self.tau)
-            check_beta("fedmlbm", "beta1", self.beta1)
-            check_eta_g("fedmlbm", self.eta_g)
-            check_weighting("fedmlbm", self.weighting)
+        # weight of the hybrid paths' cross-entropy (FedMLB's default)
+        lambda1: float = param(1.0, NONNEGATIVE)
+        # weight of the hybrid-to-main KL distillation (FedMLB's default)
+        lambda2: float = param(1.0, NONNEGATIVE)
+        tau: float = param(1.0, POSITIVE)  # distillation temperature (FedMLB's default)
+        eta_g: float = param(1.0, POSITIVE)
+        weighting: str = param("samples", WEIGHTING)
 
     def local_update(self, ctx, downlink, client_state):
         w0 = self.receive(downlink, client_state)
@@ -107,20 +97,9 @@ class FedMLBM(FedAvgM):
         w = self.sgd_loop(ctx, w0, grad_fn)
         return Message.dense(w0 - w, "d"), client_state
 
+    def aggregate(self, server_state, uplinks, weights, info):
+        d = self.weighted_mean(uplinks["d"], self.client_weights(weights, self.hp.weighting))
+        return self.server_step(server_state, d)
 
-@register
-class FedMLB(FedMLBM):
-    name = "fedmlb"
 
-    @dataclass(frozen=True)
-    class Hyper:
-        lambda1: float = 1.0  # weight of the hybrid paths' cross-entropy (FedMLB's default)
-        lambda2: float = 1.0  # weight of the hybrid-to-main KL distillation (FedMLB's default)
-        tau: float = 1.0  # distillation temperature (FedMLB's default)
-        eta_g: float = 1.0
-        weighting: str = "samples"
-
-        def validate(self):
-            _check("fedmlb", self.lambda1, self.lambda2, self.tau)
-            check_eta_g("fedmlb", self.eta_g)
-            check_weighting("fedmlb", self.weighting)
+FedMLBM = register(with_server_momentum(FedMLB, "fedmlbm"))

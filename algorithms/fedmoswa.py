@@ -41,6 +41,7 @@ import torch
 
 from .base import Algorithm, Message, register
 from .fedswa import swa_local_loop
+from .hyper import POSITIVE, Range, choice, param
 
 
 @register
@@ -49,20 +50,11 @@ class FedMoSWA(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        rho: float = 0.1  # within-round LR floor ratio (Eq. 3)
-        alpha: float = 1.5  # server step (Eq. 4)
-        gamma: float = 0.2  # server control-variate momentum (Eq. 7)
-        option: int = 2  # client control-variate update, Eq. (6): 1 = g_i(theta), 2 = from the model change
-
-        def validate(self):
-            if not 0.0 <= self.rho <= 1.0:
-                raise ValueError(f"fedmoswa: rho must be in [0, 1], got {self.rho}")
-            if not self.alpha > 0:
-                raise ValueError(f"fedmoswa: alpha must be > 0, got {self.alpha}")
-            if not 0.0 < self.gamma <= 1.0:
-                raise ValueError(f"fedmoswa: gamma must be in (0, 1], got {self.gamma}")
-            if self.option not in (1, 2):
-                raise ValueError(f"fedmoswa: option must be 1 or 2 (Eq. 6), got {self.option}")
+        rho: float = param(0.1, Range("[0, 1]"))  # within-round LR floor ratio (Eq. 3)
+        alpha: float = param(1.5, POSITIVE)  # server step (Eq. 4)
+        gamma: float = param(0.2, Range("(0, 1]"))  # server control-variate momentum (Eq. 7)
+        # client control-variate update, Eq. (6): 1 = g_i(theta), 2 = from the model change
+        option: int = param(2, choice(1, 2))
 
     def init(self, params):
         return {"params": params.clone(), "m": torch.zeros_like(params)}

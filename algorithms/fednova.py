@@ -26,7 +26,7 @@ import torch
 
 from . import optim
 from .base import Algorithm, Message, register
-from .fedavgm import check_eta_g, check_weighting, client_weights
+from .hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
 
 
 @register
@@ -35,15 +35,9 @@ class FedNova(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        mu: float = 0.0  # proximal coefficient of the local solver (0: plain local SGD)
-        eta_g: float = 1.0
-        weighting: str = "samples"
-
-        def validate(self):
-            if not self.mu >= 0:
-                raise ValueError(f"fednova: mu must be >= 0, got {self.mu}")
-            check_eta_g("fednova", self.eta_g)
-            check_weighting("fednova", self.weighting)
+        mu: float = param(0.0, NONNEGATIVE)  # proximal coefficient of the local solver (0: plain local SGD)
+        eta_g: float = param(1.0, POSITIVE)
+        weighting: str = param("samples", WEIGHTING)
 
     def a_norm(self, optimizer, steps: torch.Tensor, lr: float) -> torch.Tensor:
         """||a_i||_1 for this client's local solver (a 0-d tensor; steps may be batched under vmap)."""
@@ -73,7 +67,7 @@ class FedNova(Algorithm):
         return Message({"d": (x - y) / a, "a": a.to(torch.float32)}), client_state
 
     def aggregate(self, server_state, uplinks, weights, info):
-        p = client_weights(weights, self.hp.weighting)
+        p = self.client_weights(weights, self.hp.weighting)
         tau_eff = (p * uplinks["a"].to(p.dtype)).sum()
         d = self.weighted_mean(uplinks["d"], p)
         return {**server_state, "params": server_state["params"] - self.hp.eta_g * tau_eff * d}

@@ -19,14 +19,10 @@ from dataclasses import dataclass
 
 from . import compression
 from .base import register
-from .compressed_update import CompressedUpdate, check_scope
+from .compressed_update import SCOPE, CompressedUpdate
+from .hyper import BOOL, Either, Range, choice, param
 
-
-def _check_bits(name: str, bits) -> None:
-    ok = isinstance(bits, int) and not isinstance(bits, bool) and (2 <= bits <= 16 or bits == 32)
-    if not ok:
-        raise ValueError(f"{name}: bits must be an integer in [2, 16] (quantized) or 32 (fp32, no "
-                         f"quantization), got {bits!r}")
+BITS = Either(Range("[2, 16]", integer=True), choice(32))  # quantized, or 32: fp32, no quantization
 
 
 @register
@@ -35,13 +31,9 @@ class FedPAQ(CompressedUpdate):
 
     @dataclass(frozen=True)
     class Hyper:
-        bits: int = 3  # bits per parameter (FedBAT Table 5: 3 and 4); 32 = fp32 identity
-        scope: str = "weights"
-        per_layer: bool = True
-
-        def validate(self):
-            _check_bits("fedpaq", self.bits)
-            check_scope("fedpaq", self.scope, self.per_layer)
+        bits: int = param(3, BITS)  # bits per parameter (FedBAT Table 5: 3 and 4); 32 = fp32 identity
+        scope: str = param("weights", SCOPE)
+        per_layer: bool = param(True, BOOL)
 
     def make_operator(self):
         if self.hp.bits == 32:
@@ -54,11 +46,5 @@ class FedPAQ4(FedPAQ):
     name = "fedpaq_4bit"
 
     @dataclass(frozen=True)
-    class Hyper:
+    class Hyper(FedPAQ.Hyper):
         bits: int = 4
-        scope: str = "weights"
-        per_layer: bool = True
-
-        def validate(self):
-            _check_bits("fedpaq_4bit", self.bits)
-            check_scope("fedpaq_4bit", self.scope, self.per_layer)

@@ -4,40 +4,31 @@ Local step with the proximal term mu/2 ||x - x_t||^2 (Alg. 5, FedProxM branch):
 
     x_{t,tau+1}^(i) = x_{t,tau}^(i) - eta_l ( grad f_i(x_{t,tau}^(i)) + mu (x_{t,tau}^(i) - x_t) )
 
-then the server step of FedAvgM: d_{t+1} = sum_i p_i (x_t - x_{t,I}^(i)), m_{t+1} = beta1 m_t + d_{t+1},
-x_{t+1} = x_t - eta_g m_{t+1}. FedProx is FedProxM with beta1 = 0 (true variants, hence one module);
-FedProx(mu = 0) == FedAvg and FedProxM(mu = 0) == FedAvgM exactly (tested). The local optimizer of the
-experiment applies the corrected gradient (plain SGD in the papers). ``weighting`` as in ``fedavgm``.
+then d_{t+1} = sum_i p_i (x_t - x_{t,I}^(i)) and the server optimizer: FedProx's plain step
+x_{t+1} = x_t - eta_g d_{t+1} (``optim.ServerSGD``); FedProxM's momentum m_{t+1} = beta1 m_t + d_{t+1},
+x_{t+1} = x_t - eta_g m_{t+1} (``optim.ServerMomentum``, ``with_server_momentum``). FedProx(mu = 0) ==
+FedAvg and FedProxM(mu = 0) == FedAvgM exactly (tested). The local optimizer of the experiment applies
+the corrected gradient (plain SGD in the papers). ``weighting`` as in ``fedavgm``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Message, register
-from .fedavgm import FedAvgM, check_beta, check_eta_g, check_weighting
-
-
-def _check_mu(name: str, mu: float) -> None:
-    if not mu >= 0:
-        raise ValueError(f"{name}: mu must be >= 0, got {mu}")
+from . import optim
+from .base import Algorithm, Message, register, with_server_momentum
+from .hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
 
 
 @register
-class FedProxM(FedAvgM):
-    name = "fedproxm"
+class FedProx(Algorithm):
+    name = "fedprox"
+    server_optimizer = optim.ServerSGD
 
     @dataclass(frozen=True)
     class Hyper:
-        mu: float = 0.01  # proximal coefficient (GradMA grid {0.001, 0.01, 0.1})
-        beta1: float = 0.9
-        eta_g: float = 1.0
-        weighting: str = "samples"
-
-        def validate(self):
-            _check_mu("fedproxm", self.mu)
-            check_beta("fedproxm", "beta1", self.beta1)
-            check_eta_g("fedproxm", self.eta_g)
-            check_weighting("fedproxm", self.weighting)
+        mu: float = param(0.01, NONNEGATIVE)  # proximal coefficient (GradMA grid {0.001, 0.01, 0.1})
+        eta_g: float = param(1.0, POSITIVE)
+        weighting: str = param("samples", WEIGHTING)
 
     def local_update(self, ctx, downlink, client_state):
         w0 = self.receive(downlink, client_state)
@@ -50,18 +41,9 @@ class FedProxM(FedAvgM):
         w = self.sgd_loop(ctx, w0, grad_fn)
         return Message.dense(w0 - w, "d"), client_state
 
+    def aggregate(self, server_state, uplinks, weights, info):
+        d = self.weighted_mean(uplinks["d"], self.client_weights(weights, self.hp.weighting))
+        return self.server_step(server_state, d)
 
-@register
-class FedProx(FedProxM):
-    name = "fedprox"
 
-    @dataclass(frozen=True)
-    class Hyper:
-        mu: float = 0.01  # proximal coefficient (GradMA grid {0.001, 0.01, 0.1})
-        eta_g: float = 1.0
-        weighting: str = "samples"
-
-        def validate(self):
-            _check_mu("fedprox", self.mu)
-            check_eta_g("fedprox", self.eta_g)
-            check_weighting("fedprox", self.weighting)
+FedProxM = register(with_server_momentum(FedProx, "fedproxm"))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from .base import Algorithm, Message, register
+from .hyper import NONNEGATIVE, param
 
 _TINY = 1e-12
 
@@ -42,11 +43,7 @@ class FedSAM(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        rho: float = 0.05  # SAM neighbourhood radius
-
-        def validate(self):
-            if not self.rho >= 0:
-                raise ValueError(f"fedsam: rho must be >= 0, got {self.rho}")
+        rho: float = param(0.05, NONNEGATIVE)  # SAM neighbourhood radius
 
     def local_update(self, ctx, downlink, client_state):
         w0 = self.receive(downlink, client_state)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from .base import Algorithm, Message, register
+from .hyper import POSITIVE, Range, param
 
 
 def linear_decay_lr(ctx, s: int, rho: float) -> torch.Tensor:
@@ -71,14 +72,9 @@ class FedSWA(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        rho: float = 0.1  # within-round LR floor: eta goes from eta_l to rho*eta_l (Eq. 3)
-        alpha: float = 1.5  # server step towards the clients' average (Eq. 4)
-
-        def validate(self):
-            if not 0.0 <= self.rho <= 1.0:
-                raise ValueError(f"fedswa: rho must be in [0, 1], got {self.rho}")
-            if not self.alpha > 0:
-                raise ValueError(f"fedswa: alpha must be > 0, got {self.alpha}")
+        # within-round LR floor: eta goes from eta_l to rho*eta_l (Eq. 3)
+        rho: float = param(0.1, Range("[0, 1]"))
+        alpha: float = param(1.5, POSITIVE)  # server step towards the clients' average (Eq. 4)
 
     def local_update(self, ctx, downlink, client_state):
         w0 = self.receive(downlink, client_state)

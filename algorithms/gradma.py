@@ -54,46 +54,15 @@ import torch
 
 from . import qp
 from .base import Algorithm, Message, register
-from .fedavgm import check_beta, check_eta_g, check_weighting, client_weights
+from .hyper import BOOL, MOMENTUM, NONE, NONNEGATIVE, POSITIVE, WEIGHTING, Either, Range, choice, param
 
 PREV_MODELS = ("local", "global")
 ON_FAILURE = ("raise", "count")
+MEMORY = Either(Range("[0, inf)", integer=True), NONE)  # m: a memory size, None = N
 
 
 class QPFailure(RuntimeError):
     """A GradMA QP whose KKT residual exceeded its tolerance."""
-
-
-def _convert_m(hp) -> None:
-    if isinstance(hp.m, str):  # from the CLI: "m=10" or "m=none"
-        object.__setattr__(hp, "m", None if hp.m.strip().lower() in ("", "none", "n") else int(hp.m))
-
-
-def _check_common(name: str, hp) -> None:
-    check_eta_g(name, hp.eta_g)
-    check_weighting(name, hp.weighting)
-    if not hp.qp_tol > 0:
-        raise ValueError(f"{name}: qp_tol must be > 0, got {hp.qp_tol}")
-    if hp.on_qp_failure not in ON_FAILURE:
-        raise ValueError(f"{name}: on_qp_failure must be one of {ON_FAILURE}, got {hp.on_qp_failure!r}")
-    if not isinstance(hp.per_layer, bool):  # invalid hyperparameters are ValueErrors (make_hyper)
-        raise ValueError(f"{name}: per_layer must be a bool, got {hp.per_layer!r}")  # noqa: TRY004
-
-
-def _check_worker(name: str, hp) -> None:
-    if hp.prev_model not in PREV_MODELS:
-        raise ValueError(f"{name}: prev_model must be one of {PREV_MODELS}, got {hp.prev_model!r}")
-    if not hp.rho_l >= 0:
-        raise ValueError(f"{name}: rho_l must be >= 0, got {hp.rho_l}")
-
-
-def _check_server(name: str, hp) -> None:
-    check_beta(name, "beta1", hp.beta1)
-    check_beta(name, "beta2", hp.beta2)
-    if hp.m is not None and (isinstance(hp.m, bool) or not isinstance(hp.m, int) or hp.m < 0):
-        raise ValueError(f"{name}: m must be a non-negative int or None (= N), got {hp.m!r}")
-    if not hp.rho_g >= 0:
-        raise ValueError(f"{name}: rho_g must be >= 0, got {hp.rho_g}")
 
 
 class _GradMABase(Algorithm):
@@ -139,7 +108,7 @@ class _GradMABase(Algorithm):
                 raise QPFailure(f"{self.name}: the worker QP_l failed (KKT residual > qp_tol={hp.qp_tol}) in "
                                 f"{fails} local steps of round {info.round + 1}")
         d_i = uplinks["d"]
-        d = self.weighted_mean(d_i, client_weights(weights, hp.weighting))
+        d = self.weighted_mean(d_i, self.client_weights(weights, hp.weighting))
         if not self.server_qp:
             st["params"] = st["params"] - hp.eta_g * d
             return st
@@ -246,25 +215,17 @@ class GradMA(_GradMABase):
 
     @dataclass(frozen=True)
     class Hyper:
-        eta_g: float = 1.0  # global learning rate (grid {0.1, 1.0, 10.0}; code README 1.0)
-        beta1: float = 0.5  # momentum on m~ (grid {0.1, 0.5, 0.9}; code README 0.5)
-        beta2: float = 0.5  # decay of the memory D (grid {0.1, 0.5, 0.9}; code README 0.5)
-        m: int | None = None  # memory size; None = N (the paper's m = 100 = N); 0 = memory off
-        weighting: str = "uniform"
-        prev_model: str = "local"
-        per_layer: bool = False
-        rho_l: float = 0.0
-        rho_g: float = 0.0
-        qp_tol: float = 1e-6  # KKT residual of the normalised dual accepted as a solution
-        on_qp_failure: str = "raise"
-
-        def __post_init__(self):
-            _convert_m(self)
-
-        def validate(self):
-            _check_common("gradma", self)
-            _check_worker("gradma", self)
-            _check_server("gradma", self)
+        eta_g: float = param(1.0, POSITIVE)  # global learning rate (grid {0.1, 1.0, 10.0}; code README 1.0)
+        beta1: float = param(0.5, MOMENTUM)  # momentum on m~ (grid {0.1, 0.5, 0.9}; code README 0.5)
+        beta2: float = param(0.5, MOMENTUM)  # decay of the memory D (grid {0.1, 0.5, 0.9}; code README 0.5)
+        m: int | None = param(None, MEMORY)  # memory size; None = N (the paper's m = 100 = N); 0 = memory off
+        weighting: str = param("uniform", WEIGHTING)
+        prev_model: str = param("local", choice(*PREV_MODELS))
+        per_layer: bool = param(False, BOOL)
+        rho_l: float = param(0.0, NONNEGATIVE)
+        rho_g: float = param(0.0, NONNEGATIVE)
+        qp_tol: float = param(1e-6, POSITIVE)  # KKT residual of the normalised dual accepted as a solution
+        on_qp_failure: str = param("raise", choice(*ON_FAILURE))
 
 
 @register
@@ -274,17 +235,13 @@ class GradMAW(_GradMABase):
 
     @dataclass(frozen=True)
     class Hyper:
-        eta_g: float = 1.0
-        weighting: str = "uniform"
-        prev_model: str = "local"
-        per_layer: bool = False
-        rho_l: float = 0.0
-        qp_tol: float = 1e-6
-        on_qp_failure: str = "raise"
-
-        def validate(self):
-            _check_common("gradma_w", self)
-            _check_worker("gradma_w", self)
+        eta_g: float = param(1.0, POSITIVE)
+        weighting: str = param("uniform", WEIGHTING)
+        prev_model: str = param("local", choice(*PREV_MODELS))
+        per_layer: bool = param(False, BOOL)
+        rho_l: float = param(0.0, NONNEGATIVE)
+        qp_tol: float = param(1e-6, POSITIVE)
+        on_qp_failure: str = param("raise", choice(*ON_FAILURE))
 
 
 @register
@@ -294,19 +251,12 @@ class GradMAS(_GradMABase):
 
     @dataclass(frozen=True)
     class Hyper:
-        eta_g: float = 1.0
-        beta1: float = 0.5
-        beta2: float = 0.5
-        m: int | None = None
-        weighting: str = "uniform"
-        per_layer: bool = False
-        rho_g: float = 0.0
-        qp_tol: float = 1e-6
-        on_qp_failure: str = "raise"
-
-        def __post_init__(self):
-            _convert_m(self)
-
-        def validate(self):
-            _check_common("gradma_s", self)
-            _check_server("gradma_s", self)
+        eta_g: float = param(1.0, POSITIVE)
+        beta1: float = param(0.5, MOMENTUM)
+        beta2: float = param(0.5, MOMENTUM)
+        m: int | None = param(None, MEMORY)
+        weighting: str = param("uniform", WEIGHTING)
+        per_layer: bool = param(False, BOOL)
+        rho_g: float = param(0.0, NONNEGATIVE)
+        qp_tol: float = param(1e-6, POSITIVE)
+        on_qp_failure: str = param("raise", choice(*ON_FAILURE))

@@ -18,8 +18,8 @@ bits + fp32 magnitudes, 32 d + 8 ceil(d/8) bits, exactly 33 d when 8 divides d).
 ``64 + 8 ceil(d/8) + 8 ceil(d ceil(log2(q2+1))/8)`` bits, i.e. 1 + ceil(log2(q2+1)) bits per entry
 (3 for q2 = 2 and q2 = 3) where the paper counts 64 + d (1 + log2(q2+1)) (2.585 and 3 per entry).
 
-The helpers here (``check_level``, ``quantizer``, the uplink of ``LB``) are shared by ``lfl``, ``lgm`` and
-``ltgm``, whose uplinks are LB's ("for fairness", Sec. 4).
+The helpers here (``LEVEL``, the constraint of a quantization level, ``quantizer``, the uplink of ``LB``)
+are shared by ``lfl``, ``lgm`` and ``ltgm``, whose uplinks are LB's ("for fairness", Sec. 4).
 """
 from __future__ import annotations
 
@@ -30,16 +30,11 @@ from torch.func import vmap
 
 from .base import register
 from .compression import ErrorFeedback, Operator, get
+from .hyper import NONE, Either, Range, param
 from .lossless import Lossless
 
-
-def check_level(alg: str, name: str, value) -> None:
-    """A quantization level (number of intervals, Appendix A): an integer >= 1, or None (no quantization)."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{alg}: {name} must be an integer >= 1 (the number of quantization intervals) "
-                         f"or None for no quantization, got {value!r}")
+#: a quantization level (the number of intervals, Appendix A): an integer >= 1, or None (no quantization)
+LEVEL = Either(Range("[1, inf)", integer=True), NONE)
 
 
 def quantizer(q: int | None) -> Operator:
@@ -55,10 +50,7 @@ class LB(Lossless):
 
     @dataclass(frozen=True)
     class Hyper:
-        q2: int | None = 2  # uplink level: 2 on MNIST, 3 on CIFAR-10 (Sec. 4)
-
-        def validate(self):
-            check_level("lb", "q2", self.q2)
+        q2: int | None = param(2, LEVEL)  # uplink level: 2 on MNIST, 3 on CIFAR-10 (Sec. 4)
 
     def __init__(self, hp, layout, num_clients):
         super().__init__(hp, layout, num_clients)

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import torch
 
 from .base import CounterRng, register
-from .lb import LB, check_level, quantizer
+from .hyper import param
+from .lb import LB, LEVEL, quantizer
 from .lfl import downlink_key, round_seed
 
 
@@ -40,12 +41,8 @@ class LGM(LB):
 
     @dataclass(frozen=True)
     class Hyper:
-        q1: int | None = 2  # downlink level: 2 on MNIST, 5 on CIFAR-10 (Sec. 4)
-        q2: int | None = 2  # uplink level: 2 on MNIST, 3 on CIFAR-10
-
-        def validate(self):
-            check_level("lgm", "q1", self.q1)
-            check_level("lgm", "q2", self.q2)
+        q1: int | None = param(2, LEVEL)  # downlink level: 2 on MNIST, 5 on CIFAR-10 (Sec. 4)
+        q2: int | None = param(2, LEVEL)  # uplink level: 2 on MNIST, 3 on CIFAR-10
 
     def __init__(self, hp, layout, num_clients):
         super().__init__(hp, layout, num_clients)

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import torch
 
 from .base import CounterRng, Message, register
-from .lb import LB, check_level, quantizer
+from .hyper import param
+from .lb import LB, LEVEL, quantizer
 from .lfl import downlink_key, round_seed
 
 
@@ -65,12 +66,9 @@ class LTGM(LB):
 
     @dataclass(frozen=True)
     class Hyper:
-        q1: int | None = 50  # downlink level: 50 on MNIST, 1000 on CIFAR-10 (Sec. 4)
-        q2: int | None = 2  # uplink level: 2 on MNIST ("for all the approaches where the devices quantize")
-
-        def validate(self):
-            check_level("ltgm", "q1", self.q1)
-            check_level("ltgm", "q2", self.q2)
+        q1: int | None = param(50, LEVEL)  # downlink level: 50 on MNIST, 1000 on CIFAR-10 (Sec. 4)
+        # uplink level: 2 on MNIST ("for all the approaches where the devices quantize")
+        q2: int | None = param(2, LEVEL)
 
     def __init__(self, hp, layout, num_clients):
         super().__init__(hp, layout, num_clients)

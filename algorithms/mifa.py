@@ -6,7 +6,8 @@ their uniform mean over all N workers:
 
     d_{t+1} = (1/N) sum_{i in [N]} G^(i),    m_{t+1} = beta1 m_t + d_{t+1},    x_{t+1} = x_t - eta_g m_{t+1}
 
-MIFA is MIFAM with beta1 = 0 (true variants, hence one module). Alg. 6 keeps g_old^(i) on the worker
+MIFA steps with x_{t+1} = x_t - eta_g d_{t+1} (``optim.ServerSGD``), MIFAM with the momentum above
+(``optim.ServerMomentum``, ``with_server_momentum``). Alg. 6 keeps g_old^(i) on the worker
 and sends the difference g_{t+1}^(i) - g_old^(i), accumulated into d_t on the server; here the
 server keeps the N latest updates (an (N, d) tensor) and averages them directly, which is the same
 d_{t+1} without the rounding drift of a running sum, at the same uplink cost (one fp32 vector).
@@ -19,31 +20,23 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
-from .fedavgm import check_beta, check_eta_g
+from . import optim
+from .base import Algorithm, Message, register, with_server_momentum
+from .hyper import POSITIVE, param
 
 
 @register
-class MIFAM(Algorithm):
-    name = "mifam"
+class MIFA(Algorithm):
+    name = "mifa"
+    server_optimizer = optim.ServerSGD
 
     @dataclass(frozen=True)
     class Hyper:
-        beta1: float = 0.9  # server momentum (GradMA grid {0.1, 0.5, 0.9})
-        eta_g: float = 1.0
-
-        def validate(self):
-            check_beta("mifam", "beta1", self.beta1)
-            check_eta_g("mifam", self.eta_g)
-
-    @property
-    def beta1(self) -> float:
-        return getattr(self.hp, "beta1", 0.0)
+        eta_g: float = param(1.0, POSITIVE)
 
     def init(self, params):
-        return {"params": params.clone(), "momentum": torch.zeros_like(params),
-                "memory": torch.zeros(self.num_clients, params.numel(), dtype=params.dtype,
-                                      device=params.device)}
+        memory = torch.zeros(self.num_clients, params.numel(), dtype=params.dtype, device=params.device)
+        return {**super().init(params), "memory": memory}
 
     def local_update(self, ctx, downlink, client_state):
         w0 = self.receive(downlink, client_state)
@@ -53,19 +46,7 @@ class MIFAM(Algorithm):
     def aggregate(self, server_state, uplinks, weights, info):
         memory = server_state["memory"].index_copy(0, info.client_ids.to(torch.int64),
                                                    uplinks["g"].to(server_state["memory"].dtype))
-        d = memory.mean(0)
-        m = self.beta1 * server_state["momentum"] + d
-        return {**server_state, "params": server_state["params"] - self.hp.eta_g * m, "momentum": m,
-                "memory": memory}
+        return {**self.server_step(server_state, memory.mean(0)), "memory": memory}
 
 
-@register
-class MIFA(MIFAM):
-    name = "mifa"
-
-    @dataclass(frozen=True)
-    class Hyper:
-        eta_g: float = 1.0
-
-        def validate(self):
-            check_eta_g("mifa", self.eta_g)
+MIFAM = register(with_server_momentum(MIFA, "mifam"))

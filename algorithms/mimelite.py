@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from .base import Algorithm, Message, register
-from .fedavgm import check_beta, check_eta_g, check_weighting, client_weights
+from .hyper import MOMENTUM, POSITIVE, WEIGHTING, param
 
 
 @register
@@ -35,14 +35,9 @@ class MimeLite(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        beta: float = 0.9  # momentum of the server's base optimizer
-        eta_g: float = 1.0
-        weighting: str = "uniform"
-
-        def validate(self):
-            check_beta("mimelite", "beta", self.beta)
-            check_eta_g("mimelite", self.eta_g)
-            check_weighting("mimelite", self.weighting)
+        beta: float = param(0.9, MOMENTUM)  # momentum of the server's base optimizer
+        eta_g: float = param(1.0, POSITIVE)
+        weighting: str = param("uniform", WEIGHTING)
 
     def init(self, params):
         return {"params": params.clone(), "s": torch.zeros_like(params)}
@@ -70,7 +65,7 @@ class MimeLite(Algorithm):
         return Message({"delta": y - x, "c": c_sum / n_sum}), client_state
 
     def aggregate(self, server_state, uplinks, weights, info):
-        p = client_weights(weights, self.hp.weighting)
+        p = self.client_weights(weights, self.hp.weighting)
         beta = self.hp.beta
         s = (1 - beta) * self.weighted_mean(uplinks["c"], p) + beta * server_state["s"]
         x = server_state["params"] + self.hp.eta_g * self.weighted_mean(uplinks["delta"], p)

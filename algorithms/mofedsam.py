@@ -26,6 +26,7 @@ import torch
 
 from .base import Algorithm, Message, register
 from .fedsam import sam_grad, sam_perturbation
+from .hyper import NONNEGATIVE, POSITIVE, Range, param
 
 
 @register
@@ -34,17 +35,10 @@ class MoFedSAM(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        rho: float = 0.1  # SAM radius
-        alpha: float = 0.1  # weight of the fresh SAM gradient (1 - alpha on the server direction)
-        eta_g: float = 1.0  # server step size
-
-        def validate(self):
-            if not self.rho >= 0:
-                raise ValueError(f"mofedsam: rho must be >= 0, got {self.rho}")
-            if not 0.0 < self.alpha <= 1.0:
-                raise ValueError(f"mofedsam: alpha must be in (0, 1], got {self.alpha}")
-            if not self.eta_g > 0:
-                raise ValueError(f"mofedsam: eta_g must be > 0, got {self.eta_g}")
+        rho: float = param(0.1, NONNEGATIVE)  # SAM radius
+        # weight of the fresh SAM gradient (1 - alpha on the server direction)
+        alpha: float = param(0.1, Range("(0, 1]"))
+        eta_g: float = param(1.0, POSITIVE)  # server step size
 
     def init(self, params):
         return {"params": params.clone(), "Delta": torch.zeros_like(params)}

@@ -11,10 +11,10 @@ objective; Algorithm 1):
 
 with sim the cosine similarity, z the representation of x by the model being trained, z_glob by the
 global model w_t (the round's starting point) and z_prev by the client's own local model from its
-previous participation (a buffer of one negative model, MOON's default). Local SGD on l, then the
-server step of FedAvgM (``algorithms.fedavgm``): d = sum_i p_i (w_t - w_i), m = beta1 m + d,
-w_{t+1} = w_t - eta_g m. MOON is MOONM with beta1 = 0; MOON(mu = 0) == FedAvg and MOONM(mu = 0) ==
-FedAvgM (tested).
+previous participation (a buffer of one negative model, MOON's default). Local SGD on l, then
+d = sum_i p_i (w_t - w_i) and the server optimizer: MOON's plain step w_{t+1} = w_t - eta_g d
+(``optim.ServerSGD``), MOONM's momentum m = beta1 m + d, w_{t+1} = w_t - eta_g m (``optim.ServerMomentum``,
+``with_server_momentum``). MOON(mu = 0) == FedAvg and MOONM(mu = 0) == FedAvgM (tested).
 
 Readings (what MOON's paper fixes and what it leaves to its code):
 * Representation: MOON's networks have a projection head (2-layer MLP) whose output is z; GradMA's
@@ -39,15 +39,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .base import Message, register
-from .fedavgm import FedAvgM, check_beta, check_eta_g, check_weighting
-
-
-def _check(name: str, mu: float, tau: float) -> None:
-    if not mu >= 0:
-        raise ValueError(f"{name}: mu must be >= 0, got {mu}")
-    if not tau > 0:
-        raise ValueError(f"{name}: tau must be > 0, got {tau}")
+from . import optim
+from .base import Algorithm, Message, register, with_server_momentum
+from .hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
 
 
 def contrastive_loss(z: torch.Tensor, z_glob: torch.Tensor, z_prev: torch.Tensor, tau: float,
@@ -60,22 +54,17 @@ def contrastive_loss(z: torch.Tensor, z_glob: torch.Tensor, z_prev: torch.Tensor
 
 
 @register
-class MOONM(FedAvgM):
-    name = "moonm"
+class MOON(Algorithm):
+    name = "moon"
+    server_optimizer = optim.ServerSGD
 
     @dataclass(frozen=True)
     class Hyper:
-        mu: float = 1.0  # weight of the contrastive loss (MOON: 5 on CIFAR-10, 1 on CIFAR-100 / Tiny)
-        tau: float = 0.5  # temperature (MOON's default)
-        beta1: float = 0.9  # server momentum (GradMA grid {0.1, 0.5, 0.9})
-        eta_g: float = 1.0
-        weighting: str = "samples"
-
-        def validate(self):
-            _check("moonm", self.mu, self.tau)
-            check_beta("moonm", "beta1", self.beta1)
-            check_eta_g("moonm", self.eta_g)
-            check_weighting("moonm", self.weighting)
+        # weight of the contrastive loss (MOON: 5 on CIFAR-10, 1 on CIFAR-100 / Tiny)
+        mu: float = param(1.0, NONNEGATIVE)
+        tau: float = param(0.5, POSITIVE)  # temperature (MOON's default)
+        eta_g: float = param(1.0, POSITIVE)
+        weighting: str = param("samples", WEIGHTING)
 
     def client_init(self, params):
         return {"prev": params.clone()}
@@ -105,19 +94,9 @@ class MOONM(FedAvgM):
         w = self.sgd_loop(ctx, w0, grad_fn)
         return Message.dense(w0 - w, "d"), {"prev": w}
 
+    def aggregate(self, server_state, uplinks, weights, info):
+        d = self.weighted_mean(uplinks["d"], self.client_weights(weights, self.hp.weighting))
+        return self.server_step(server_state, d)
 
-@register
-class MOON(MOONM):
-    name = "moon"
 
-    @dataclass(frozen=True)
-    class Hyper:
-        mu: float = 1.0  # weight of the contrastive loss (MOON: 5 on CIFAR-10, 1 on CIFAR-100 / Tiny)
-        tau: float = 0.5  # temperature (MOON's default)
-        eta_g: float = 1.0
-        weighting: str = "samples"
-
-        def validate(self):
-            _check("moon", self.mu, self.tau)
-            check_eta_g("moon", self.eta_g)
-            check_weighting("moon", self.weighting)
+MOONM = register(with_server_momentum(MOON, "moonm"))

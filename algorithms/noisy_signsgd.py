@@ -11,12 +11,12 @@ before local training. Bits: 8 ceil(d_l/8) per compressed layer + 32 per fp32 en
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from . import compression
 from .base import register
-from .compressed_update import CompressedUpdate, check_positive, check_scope
+from .compressed_update import SCOPE, CompressedUpdate
+from .hyper import BOOL, NONNEGATIVE, POSITIVE, param
 
 
 @register
@@ -25,17 +25,10 @@ class NoisySignSGD(CompressedUpdate):
 
     @dataclass(frozen=True)
     class Hyper:
-        alpha: float = 0.01  # fixed step size (FedBAT App. A.2)
-        sigma: float = 0.01  # standard deviation of the Gaussian noise (FedBAT App. A.2)
-        scope: str = "weights"
-        per_layer: bool = True
-
-        def validate(self):
-            check_positive("noisy_signsgd", "alpha", self.alpha)
-            if isinstance(self.sigma, bool) or not isinstance(self.sigma, (int, float)) \
-                    or not math.isfinite(self.sigma) or self.sigma < 0:
-                raise ValueError(f"noisy_signsgd: sigma must be a finite number >= 0, got {self.sigma!r}")
-            check_scope("noisy_signsgd", self.scope, self.per_layer)
+        alpha: float = param(0.01, POSITIVE)  # fixed step size (FedBAT App. A.2)
+        sigma: float = param(0.01, NONNEGATIVE)  # standard deviation of the Gaussian noise (FedBAT App. A.2)
+        scope: str = param("weights", SCOPE)
+        per_layer: bool = param(True, BOOL)
 
     def make_operator(self):
         return compression.get("noisy_sign", alpha=float(self.hp.alpha), sigma=float(self.hp.sigma))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from .base import Algorithm, Message, register
-from .fedavgm import check_eta_g, check_weighting, client_weights
+from .hyper import POSITIVE, WEIGHTING, param
 
 
 @register
@@ -33,12 +33,8 @@ class Scaffold(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        eta_g: float = 1.0  # global step size (1 in the paper's experiments)
-        weighting: str = "uniform"
-
-        def validate(self):
-            check_eta_g("scaffold", self.eta_g)
-            check_weighting("scaffold", self.weighting)
+        eta_g: float = param(1.0, POSITIVE)  # global step size (1 in the paper's experiments)
+        weighting: str = param("uniform", WEIGHTING)
 
     def init(self, params):
         return {"params": params.clone(), "c": torch.zeros_like(params)}
@@ -65,7 +61,7 @@ class Scaffold(Algorithm):
         return Message({"dy": y - x, "dc": c_new - c_i}), {"c_i": c_new}
 
     def aggregate(self, server_state, uplinks, weights, info):
-        dy = self.weighted_mean(uplinks["dy"], client_weights(weights, self.hp.weighting))
+        dy = self.weighted_mean(uplinks["dy"], self.client_weights(weights, self.hp.weighting))
         dc = uplinks["dc"].sum(0) / info.num_clients
         return {**server_state, "params": server_state["params"] + self.hp.eta_g * dy,
                 "c": server_state["c"] + dc}

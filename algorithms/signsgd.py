@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from . import compression
 from .base import register
-from .compressed_update import CompressedUpdate, check_positive, check_scope
+from .compressed_update import SCOPE, CompressedUpdate
+from .hyper import BOOL, POSITIVE, param
 
 
 @register
@@ -25,13 +26,10 @@ class SignSGD(CompressedUpdate):
 
     @dataclass(frozen=True)
     class Hyper:
-        alpha: float = 0.001  # fixed step size of Eq. 3 (FedBAT App. A.2: 0.001 for all datasets)
-        scope: str = "weights"  # compress conv/linear weights only ("all": every parameter)
-        per_layer: bool = True
-
-        def validate(self):
-            check_positive("signsgd", "alpha", self.alpha)
-            check_scope("signsgd", self.scope, self.per_layer)
+        # fixed step size of Eq. 3 (FedBAT App. A.2: 0.001 for all datasets)
+        alpha: float = param(0.001, POSITIVE)
+        scope: str = param("weights", SCOPE)  # compress conv/linear weights only ("all": every parameter)
+        per_layer: bool = param(True, BOOL)
 
     def make_operator(self):
         return compression.get("sign", alpha=float(self.hp.alpha))

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from . import compression
 from .base import register
-from .compressed_update import CompressedUpdate, check_positive, check_scope
+from .compressed_update import SCOPE, CompressedUpdate
+from .hyper import BOOL, POSITIVE, choice, param
 
 NORMS = ("inf", "l2")
 
@@ -29,16 +30,11 @@ class StocSignSGD(CompressedUpdate):
 
     @dataclass(frozen=True)
     class Hyper:
-        alpha: float = 0.01  # fixed step size (FedBAT App. A.2)
-        norm: str = "inf"  # FedBAT's modification; "l2" = Safaryan & Richtarik's original
-        scope: str = "weights"
-        per_layer: bool = True
-
-        def validate(self):
-            check_positive("stoc_signsgd", "alpha", self.alpha)
-            if self.norm not in NORMS:
-                raise ValueError(f"stoc_signsgd: norm must be one of {', '.join(NORMS)}, got {self.norm!r}")
-            check_scope("stoc_signsgd", self.scope, self.per_layer)
+        alpha: float = param(0.01, POSITIVE)  # fixed step size (FedBAT App. A.2)
+        # FedBAT's modification; "l2" = Safaryan & Richtarik's original
+        norm: str = param("inf", choice(*NORMS))
+        scope: str = param("weights", SCOPE)
+        per_layer: bool = param(True, BOOL)
 
     def make_operator(self):
         return compression.get("stochastic_sign", alpha=float(self.hp.alpha), norm=self.hp.norm)

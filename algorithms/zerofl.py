@@ -19,12 +19,12 @@ does not give SWAT's sparsity or the details needed to reproduce it faithfully.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from . import compression
 from .base import register
-from .compressed_update import CompressedUpdate, check_scope
+from .compressed_update import SCOPE, CompressedUpdate
+from .hyper import BOOL, Range, param
 
 
 @register
@@ -33,15 +33,10 @@ class ZeroFL(CompressedUpdate):
 
     @dataclass(frozen=True)
     class Hyper:
-        sparsity: float = 0.97  # fraction of each layer's update entries dropped (FedBAT Sec. 5.1)
-        scope: str = "weights"
-        per_layer: bool = True  # top-k per layer (False: one top-k over all compressed entries)
-
-        def validate(self):
-            s = self.sparsity
-            if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or not 0 <= s < 1:
-                raise ValueError(f"zerofl: sparsity must be in [0, 1), got {s!r}")
-            check_scope("zerofl", self.scope, self.per_layer)
+        # fraction of each layer's update entries dropped (FedBAT Sec. 5.1)
+        sparsity: float = param(0.97, Range("[0, 1)"))
+        scope: str = param("weights", SCOPE)
+        per_layer: bool = param(True, BOOL)  # top-k per layer (False: one top-k over all compressed entries)
 
     def make_operator(self):
         return compression.get("topk", ratio=1.0 - float(self.hp.sparsity))

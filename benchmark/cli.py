@@ -175,6 +175,14 @@ def cmd_list(a) -> int:
             rows.append([name, args or "-", doc])
         print("Algorithms\n" + tabulate(rows, headers=["name", "hyperparameters (paper defaults)", "about"],
                                         tablefmt="github") + "\n")
+    if what == "hyperparameters":
+        from algorithms import hyper
+
+        rows = [[name, field, default, constraint] for name in algorithms.names()
+                for field, default, constraint in hyper.describe(algorithms.get_class(name).Hyper)]
+        print("Hyperparameters (--arg NAME=VALUE)\n" + tabulate(
+            rows, headers=["algorithm", "hyperparameter", "default", "must be"], tablefmt="github",
+            disable_numparse=True, missingval="None") + "\n")
     if what in (None, "datasets"):
         print("Datasets\n" + tabulate([[n, datasets.info(n)] for n in datasets.names()],
                                       headers=["name", "about"], tablefmt="github") + "\n")
@@ -237,7 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
 
     lst = sub.add_parser("list", help="list algorithms, datasets, partitions and models")
-    lst.add_argument("what", nargs="?", choices=["algorithms", "datasets", "partitions", "models", "suites"])
+    lst.add_argument("what", nargs="?", choices=["algorithms", "hyperparameters", "datasets", "partitions",
+                                                 "models", "suites"],
+                     help="hyperparameters: every algorithm's hyperparameters with their constraints")
     lst.set_defaults(func=cmd_list)
 
     import importlib
