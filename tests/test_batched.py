@@ -7,6 +7,7 @@ import torch
 
 import algorithms
 from algorithms.base import Algorithm, Message
+from algorithms.hyper import MOMENTUM, POSITIVE, param
 from benchmark import Experiment, batched
 
 
@@ -17,8 +18,8 @@ class _Momentumish(Algorithm):
 
     @dataclass(frozen=True)
     class Hyper:
-        beta: float = 0.5
-        eta_g: float = 1.0
+        beta: float = param(0.5, MOMENTUM)
+        eta_g: float = param(1.0, POSITIVE)
 
     def local_update(self, ctx, downlink, client_state):
         x0 = downlink["x"]
