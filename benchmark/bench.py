@@ -413,6 +413,53 @@ def round_overhead(result: dict) -> float | None:
 
 
 # --------------------------------------------------------------------------------------------------
+# Profiles (what bounds a missed target)
+
+
+def profile_table(fn, device, rows: int = 25) -> str:
+    """``torch.profiler`` of one call of ``fn``: the operators by self time (CUDA time on a GPU)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    fn()  # warm
+    _sync(device)
+    with profile(activities=acts) as prof:
+        fn()
+        _sync(device)
+    keys = ("self_cuda_time_total", "self_device_time_total") if device.type == "cuda" else ("self_cpu_time_total",)
+    for key in keys:  # torch versions name the device column differently
+        try:
+            return prof.key_averages().table(sort_by=key, row_limit=rows)
+        except Exception:  # noqa: BLE001
+            continue
+    return prof.key_averages().table(row_limit=rows)
+
+
+def write_profiles(cfgs: list, device, path: str, runs: int, quick: bool, log=None) -> str:
+    """One text file with the profile of one vectorized round, one limit round and (with ``runs``) one
+    batched job of every configuration."""
+    parts = []
+    for c in cfgs:
+        w = Workload(c, device)
+        for method in ("vectorized", "limit_module"):
+            if log is not None:
+                log(f"profiling {c.preset}/{c.model} {method}")
+            parts.append(f"## {c.preset}/{c.model}: {method}, {c.clients}x{c.batch_size}x{c.local_steps}\n\n"
+                         + profile_table(w.fns[method], device))
+        if runs:
+            rw = RunsWorkload(c, device, runs, RUN_ROUNDS[quick])
+            if log is not None:
+                log(f"profiling {c.preset}/{c.model} batched runs")
+            parts.append(f"## {c.preset}/{c.model}: {runs} batched runs x {RUN_ROUNDS[quick]} rounds\n\n"
+                         + profile_table(lambda rw=rw: rw.time_once("batched"), device))
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n\n".join(parts) + "\n")
+    return path
+
+
+# --------------------------------------------------------------------------------------------------
 # Running a set of configurations
 
 
@@ -519,6 +566,8 @@ def _run_bench(a, device, log) -> dict:
     }
     if runs:
         result["round_overhead_seconds"] = round_overhead(result)
+    if getattr(a, "profile", None):
+        result["profile"] = write_profiles(cfgs, device, a.profile, a.runs, a.quick, log)
     return result
 
 
@@ -612,6 +661,8 @@ def add_parser(sub) -> None:
                                                        "2-core CPU)")
     p.add_argument("--runs", type=int, default=6, help="cells in the batched-runs measurement (3 seeds x 2 "
                                                         "learning rates for 6; default 6; 0 skips it)")
+    p.add_argument("--profile", metavar="FILE", help="also write torch.profiler tables (one vectorized round, one "
+                                                      "limit round, one batched job per model) to FILE")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--out", help="also write the JSON object to this file")
     p.set_defaults(func=cmd_bench)

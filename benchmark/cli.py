@@ -239,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="suites: batch up to N cells that differ only in seed, partition or numeric "
                         "hyperparameters into one vectorized job (default: chosen from the device, the model "
                         "and its memory; 1 disables it)")
+    r.add_argument("--only", action="append", metavar="KEY=VALUE",
+                   help="suites: only the cells with this value, repeatable (e.g. --only dataset=fmnist "
+                        "--only num_clients=30); the records go to the suite's folder as usual")
     r.add_argument("--dry-run", action="store_true",
                    help="suites: show the cells to run, their batched jobs, sample-gradients and the estimated "
                         "time on this device, and run nothing")

@@ -132,8 +132,9 @@ def perf_dirs() -> list[Path]:
 
 
 def latest_bench(device_type: str, dirs: list[Path] | None = None) -> dict | None:
-    """The newest bench JSON measured on ``device_type`` (by its ``date``), or None."""
-    best = None
+    """The bench results of ``device_type``, newest first: each model's newest measurement across the
+    JSON files (``fedrepro bench --out``), and the newest ``round_overhead_seconds``; None if none."""
+    recs = []
     for d in dirs if dirs is not None else perf_dirs():
         for p in sorted(Path(d).glob("*.json")) if Path(d).is_dir() else []:
             try:
@@ -145,9 +146,22 @@ def latest_bench(device_type: str, dirs: list[Path] | None = None) -> dict | Non
             if str(rec["device"]).split(":")[0] != device_type:
                 continue
             rec["_path"] = str(p)
-            if best is None or str(rec.get("date", "")) > str(best.get("date", "")):
-                best = rec
-    return best
+            recs.append(rec)
+    if not recs:
+        return None
+    recs.sort(key=lambda r: str(r.get("date", "")), reverse=True)
+    configs, seen, files = [], set(), []
+    for r in recs:
+        new = [c for c in r["configs"] if c.get("model") not in seen]
+        if new:
+            files.append(r["_path"])
+        configs += new
+        seen |= {c.get("model") for c in new}
+    overhead = next((r["round_overhead_seconds"] for r in recs if r.get("round_overhead_seconds") is not None),
+                    None)
+    newest = recs[0]
+    return {**newest, "configs": configs, "round_overhead_seconds": overhead, "_path": ", ".join(files),
+            "device_name": newest.get("device_name"), "date": newest.get("date")}
 
 
 @dataclass

@@ -317,7 +317,7 @@ def _run_ray(exps: list[Experiment], out_dir: str, address: str | None, done) ->
 def main_run_suite(a) -> int:
     """``fedrepro run --suite NAME``."""
     try:
-        suite = load_suite(a.suite)
+        suite = select_cells(load_suite(a.suite), getattr(a, "only", None))
     except SuiteError as e:
         print(f"fedrepro: {e}", file=sys.stderr)
         return 2
@@ -401,7 +401,7 @@ def main_dry_run(a) -> int:
     from . import cost
 
     try:
-        suite = load_suite(a.suite)
+        suite = select_cells(load_suite(a.suite), getattr(a, "only", None))
         p = plan_suite(suite, a.results, a.device, a.executor, cli_group_runs(a))
     except (SuiteError, ValueError) as e:
         print(f"fedrepro: {e}", file=sys.stderr)
@@ -502,3 +502,29 @@ def cli_group_runs(a) -> int | None:
     if getattr(a, "backend", "local") != "local" or getattr(a, "executor", None) == "sequential":
         return 1
     return None
+
+
+def select_cells(suite: Suite, only: list[str] | None) -> Suite:
+    """The suite restricted to the cells matching every ``KEY=VALUE`` of ``only`` (``--only``; values
+    as in a suite file: numbers, strings, ``algorithm_args.mu=0.1`` for a dict field's key)."""
+    if not only:
+        return suite
+    match: dict = {}
+    for item in only:
+        if "=" not in item:
+            raise SuiteError(f"--only expects KEY=VALUE (e.g. dataset=fmnist), got {item!r}")
+        k, v = (x.strip() for x in item.split("=", 1))
+        try:
+            v = json.loads(v)
+        except json.JSONDecodeError:
+            pass
+        if "." in k:
+            k, sub = k.split(".", 1)
+            match.setdefault(k, {})[sub] = v
+        else:
+            match[k] = v
+    _check_fields(match, "--only")
+    cells = [c for c in suite.cells if _matches(match, c.experiment.config())]
+    if not cells:
+        raise SuiteError(f"--only {' '.join(only)} matches none of the {len(suite.cells)} cells of {suite.name}")
+    return dataclasses.replace(suite, cells=cells)

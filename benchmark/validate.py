@@ -10,9 +10,14 @@ non-deterministic kernels), the difference is measured and the run is repeated w
 ``torch.use_deterministic_algorithms(True)`` to show the setting that removes it.
 
 Tolerance (stated, the executors' own equivalence tests use the same): every evaluated loss within
-``RTOL`` relative + ``ATOL`` absolute of the reference, accuracies within one test sample, bits equal.
+``RTOL`` relative + ``ATOL`` absolute of the reference in every round, and bits equal. Runs with
+quantized messages (FedBAT's 1-bit uplink) are held to it in their first round only: a latent value
+within float rounding of 0 can take the other sign on another path or device, and the runs then differ
+by chance (on this CPU, FedBAT on the CNN: 7 of 4,899 sign bytes of one client flip in round 1, the
+losses differ by 4e-4 after 3 rounds); the table shows the difference over all rounds anyway.
 TF32 is switched off on CUDA while validating (it changes float rounding by design, ~1e-3); pass
-``--tf32`` to measure with it on. On a 2-core CPU the whole run takes about a minute.
+``--tf32`` to measure with it on. Torch runs one CPU thread (``--threads``). On a 2-core CPU the whole run
+takes about a minute.
 """
 from __future__ import annotations
 
@@ -51,13 +56,27 @@ def problems(rounds: int) -> dict:
     }
 
 
+def quantized(res) -> bool:
+    """Whether a run's messages are quantized (fewer than 32 bits per parameter per client on a link)."""
+    d = res.final.get("num_params") or 0
+    k = res.config.get("clients_per_round") or 1
+    h = res.history[0] if res.history else {}
+    return bool(d) and (h.get("bits_up", 32 * d * k) < 32 * d * k or h.get("bits_down", 32 * d * k) < 32 * d * k)
+
+
 def compare(a, b) -> dict:
-    """Largest differences between two runs' histories (``a`` the reference) and final parameters."""
+    """Largest differences between two runs' histories (``a`` the reference) and final parameters.
+
+    The verdict (``ok``) needs equal bits and every loss within the tolerance, over every round; for a
+    run with quantized messages over the first round only (``verdict_rounds``): a sign or a level of a
+    value that sits within float rounding of a threshold can flip, after which the runs differ by
+    chance (measured: ``max_rel_loss_diff`` still covers every round)."""
     import torch
 
+    rounds = 1 if quantized(a) else len(a.history)
     worst_rel, worst_abs, acc, bits_equal = 0.0, 0.0, 0.0, len(a.history) == len(b.history)
     ok = bits_equal and a.status == b.status
-    for ha, hb in zip(a.history, b.history):
+    for i, (ha, hb) in enumerate(zip(a.history, b.history)):
         bits_equal &= ha["bits_up"] == hb["bits_up"] and ha["bits_down"] == hb["bits_down"]
         for k in LOSS_KEYS:
             va, vb = ha.get(k), hb.get(k)
@@ -67,14 +86,16 @@ def compare(a, b) -> dict:
             d = abs(va - vb)
             worst_abs = max(worst_abs, d)
             worst_rel = max(worst_rel, d / max(abs(va), 1e-12))
-            ok &= d <= ATOL + RTOL * abs(va)
+            if i < rounds:
+                ok &= d <= ATOL + RTOL * abs(va)
         if ha.get("test_accuracy") is not None and hb.get("test_accuracy") is not None:
             acc = max(acc, abs(ha["test_accuracy"] - hb["test_accuracy"]))
     pa = torch.nn.utils.parameters_to_vector(a.model.parameters()).detach().cpu()
     pb = torch.nn.utils.parameters_to_vector(b.model.parameters()).detach().cpu()
     param = float((pa - pb).abs().max() / pa.abs().max().clamp(min=1e-12))
     return {"max_rel_loss_diff": worst_rel, "max_abs_loss_diff": worst_abs, "max_accuracy_diff": acc,
-            "param_rel_diff": param, "bits_equal": bool(bits_equal), "ok": bool(ok and bits_equal)}
+            "param_rel_diff": param, "bits_equal": bool(bits_equal), "verdict_rounds": rounds,
+            "ok": bool(ok and bits_equal)}
 
 
 def identical(a, b) -> bool:
@@ -136,8 +157,23 @@ def run_paths(exp, paths: tuple[str, ...], device: str) -> dict:
     return out
 
 
+@contextlib.contextmanager
+def _threads(n: int | None):
+    import torch
+
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def validate(device: str = "auto", algorithms=ALGORITHMS, rounds: int = 3, tf32: bool = False,
-             log=None) -> dict:
+             log=None, problem_names=None, threads: int | None = 1) -> dict:
+    """``threads``: torch CPU threads while validating (default 1: the problems are small, and on a shared
+    machine more threads only make the runs slower; the numbers do not depend on it beyond rounding)."""
     import torch
 
     from .experiment import Experiment, code_version, environment, resolve_device, run
@@ -145,8 +181,10 @@ def validate(device: str = "auto", algorithms=ALGORITHMS, rounds: int = 3, tf32:
     dev = resolve_device(device)
     t0 = time.perf_counter()
     rows, twice = [], []
-    with _tf32(tf32):
+    with _tf32(tf32), _threads(threads):
         for pname, kw in problems(rounds).items():
+            if problem_names is not None and pname not in problem_names:
+                continue
             for alg in algorithms:
                 exp = Experiment(algorithm=alg, seed=0, **kw)
                 if log:
@@ -171,7 +209,8 @@ def validate(device: str = "auto", algorithms=ALGORITHMS, rounds: int = 3, tf32:
                                             for t in twice)
     return {"schema": 1, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "device": str(dev), "environment": environment(dev), "code_version": code_version(),
-            "tolerance": {"rtol": RTOL, "atol": ATOL, "on": list(LOSS_KEYS), "bits": "equal"},
+            "tolerance": {"rtol": RTOL, "atol": ATOL, "on": list(LOSS_KEYS), "bits": "equal",
+                          "rounds": "all; the first for runs with quantized messages"},
             "tf32": bool(tf32) if dev.type == "cuda" else None, "rounds": rounds,
             "reference": "cpu, sequential executor", "comparisons": rows, "same_seed_twice": twice,
             "deterministic_algorithms_default": torch.are_deterministic_algorithms_enabled(),
@@ -183,7 +222,8 @@ def table(result: dict) -> str:
 
     rows = [[r["algorithm"], r["problem"], r["path"], r["executor_used"], f"{r['max_rel_loss_diff']:.1e}",
              f"{r['max_accuracy_diff']:.3f}", f"{r['param_rel_diff']:.1e}", "yes" if r["bits_equal"] else "NO",
-             "ok" if r["ok"] else "DIFFERS"] for r in result["comparisons"]]
+             ("ok" if r["ok"] else "DIFFERS") + ("" if r["verdict_rounds"] == result["rounds"] else
+                                                 " (round 1: quantized)")] for r in result["comparisons"]]
     twice = [[t["algorithm"], t["problem"], "identical" if t["identical"] else
               f"differ by {t['difference']['max_rel_loss_diff']:.1e} (rel. loss); with "
               f"torch.use_deterministic_algorithms(True): "
@@ -194,12 +234,13 @@ def table(result: dict) -> str:
         f", torch {result['environment']['torch']}), reference: {result['reference']}, {result['rounds']} rounds"
         + ("" if result["tf32"] is None else f", TF32 {'on' if result['tf32'] else 'off'}"),
         tabulate(rows, headers=["algorithm", "problem", "path", "executor", "max rel. loss diff",
-                                "max acc. diff", "max rel. param diff", "bits equal", f"within {RTOL:g} rel"],
+                                "max acc. diff", "max rel. param diff", "bits equal", "verdict"],
                  tablefmt="github"),
         "", "Same seed twice on the device (vectorized executor):",
         tabulate(twice, headers=["algorithm", "problem", "histories"], tablefmt="github"),
         "", f"{'PASS' if result['ok'] else 'FAIL'}: every path within tolerance (losses {RTOL:g} relative + "
-            f"{ATOL:g} absolute, bits equal) and the same seed reproducible; {result['wall_seconds']:.0f} s."])
+            f"{ATOL:g} absolute in every round, the first round for quantized messages; bits equal) and the "
+            f"same seed reproducible; {result['wall_seconds']:.0f} s."])
 
 
 def cmd_validate(a) -> int:
@@ -212,7 +253,9 @@ def cmd_validate(a) -> int:
             registry.get_class(name)
         if a.rounds < 1:
             raise ValueError("--rounds must be >= 1")
-        result = validate(a.device, algs, a.rounds, a.tf32, log)
+        if a.threads is not None and a.threads < 1:
+            raise ValueError("--threads must be >= 1")
+        result = validate(a.device, algs, a.rounds, a.tf32, log, threads=a.threads)
     except ValueError as e:
         print(f"fedrepro validate: {e}", file=sys.stderr)
         return 2
@@ -238,6 +281,7 @@ def add_parser(sub) -> None:
     p.add_argument("--algorithms", default=",".join(ALGORITHMS), help="comma-separated (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=3, help="rounds per run (default 3)")
     p.add_argument("--tf32", action="store_true", help="leave TF32 on (CUDA; off by default while validating)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: small problems)")
     p.add_argument("--out", help="JSON file (default ./validate-<device>.json)")
     p.add_argument("--json", action="store_true", help="print the JSON instead of the table")
     p.set_defaults(func=cmd_validate)

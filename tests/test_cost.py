@@ -100,3 +100,19 @@ def test_list_suites_shows_cost_columns(capsys):
 def test_device_type_of():
     assert cost.device_type_of("cpu") == "cpu" and cost.device_type_of("cuda:1") == "cuda"
     assert cost.device_type_of("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_latest_bench_takes_each_models_newest_measurement(tmp_path):
+    def write(name, date, models, overhead=None):
+        configs = [{"model": m, "median_seconds": {"sequential": t, "vectorized": t}} for m, t in models]
+        (tmp_path / name).write_text(json.dumps({"device": "cpu", "date": date, "configs": configs,
+                                                 "round_overhead_seconds": overhead}))
+
+    write("a.json", "2030-01-01", [("logreg", 1.0), ("fedbat_cnn", 2.0)], overhead=0.5)
+    write("b.json", "2030-02-01", [("logreg", 3.0)])
+    write("c.json", "2029-01-01", [("mlp", 4.0)])
+    (tmp_path / "junk.json").write_text("{not json")
+    rec = cost.latest_bench("cpu", [tmp_path])
+    got = {c["model"]: c["median_seconds"]["sequential"] for c in rec["configs"]}
+    assert got == {"logreg": 3.0, "fedbat_cnn": 2.0, "mlp": 4.0}
+    assert rec["round_overhead_seconds"] == 0.5 and rec["date"] == "2030-02-01"
