@@ -381,7 +381,8 @@ def measure_runs(cfg: Config, device, runs: int, rounds: int, repeats: int, warm
             log(f"  runs {cfg.preset}/{cfg.model}: repeat {r + 1}/{repeats} "
                 + " ".join(f"{k}={v[-1]:.3f}s" for k, v in seconds.items()))
     med = {m: statistics.median(v) for m, v in seconds.items()}
-    return {"preset": cfg.preset, "model": cfg.model, "runs": runs, "rounds": rounds, "clients": cfg.clients,
+    overhead = measure_round_overhead(w)
+    return {"round_overhead_seconds": overhead, "preset": cfg.preset, "model": cfg.model, "runs": runs, "rounds": rounds, "clients": cfg.clients,
             "batch_size": cfg.batch_size, "local_steps": cfg.local_steps, "sample_gradients": w.sample_gradients,
             "alone_executor": w.alone_executor, "seconds": seconds, "median_seconds": med,
             "sample_gradients_per_s": {m: w.sample_gradients / t for m, t in med.items()},
@@ -391,25 +392,41 @@ def measure_runs(cfg: Config, device, runs: int, rounds: int, repeats: int, warm
 
 
 def round_overhead(result: dict) -> float | None:
-    """The rest of a round beyond the executor's work (sampling, schedules, aggregation, evaluation,
-    records), per run: from the one-after-another runs of the overhead-bound digits logreg, minus what
-    the fitted executor model predicts (``benchmark.cost.CostModel``)."""
-    from . import cost
-
-    model = cost.cost_model_from_bench(result)
-    if model is None:
+    """The rest of a round beyond the executor (sampling, schedules, aggregation, evaluation, records)
+    per run, for ``benchmark.cost.CostModel``: measured on the batched-runs workload with the fewest FLOPs."""
+    runs = [r for r in result.get("runs", []) if r.get("round_overhead_seconds") is not None]
+    flops = {c["model"]: c.get("flops_per_sample", 0) for c in result.get("configs", [])}
+    if not runs:
         return None
-    vals = []
-    for r in result.get("runs", []):
-        if r["preset"] != "digits" or r["alone_executor"] not in ("sequential", "vectorized"):
-            continue
-        c = next((c for c in result["configs"] if c["model"] == r["model"]), None)
-        if c is None:
-            continue
-        predicted = model.round_seconds(r["alone_executor"], r["clients"], r["local_steps"], r["batch_size"],
-                                        c["flops_per_sample"])
-        vals.append(max(0.0, r["seconds_per_run_round"]["one_after_another"] - predicted))
-    return min(vals) if vals else None
+    return min(runs, key=lambda r: flops.get(r["model"], 0))["round_overhead_seconds"]
+
+
+def measure_round_overhead(w: "RunsWorkload") -> float:
+    """One untimed pass of the runs alone with a clock on the executor (from ``on_round_start``, after the
+    broadcast, to the first ``on_client``, right after local training): wall time per run-round minus the
+    executor's."""
+    from . import engine
+    from .experiment import run
+
+    class Clock(engine.Observer):
+        executor = 0.0
+        t0 = None
+
+        def on_round_start(self, run_state, event):
+            self.t0 = time.perf_counter()
+
+        def on_client(self, run_state, event):
+            if self.t0 is not None:
+                self.executor += time.perf_counter() - self.t0
+                self.t0 = None
+
+    clock = Clock()
+    _sync(w.device)
+    t0 = time.perf_counter()
+    for e in w.exps:
+        run(e, observers=[clock])
+    _sync(w.device)
+    return max(0.0, (time.perf_counter() - t0 - clock.executor) / (w.runs * w.rounds))
 
 
 # --------------------------------------------------------------------------------------------------
