@@ -1,10 +1,13 @@
 """Turns algorithms into measured results: data, partitions, models, the engine, runs and reports."""
-from .federated_dataset import FederatedDataset  # noqa: F401
 
 
-def __getattr__(name):  # lazy: importing benchmark stays cheap
+def __getattr__(name):  # lazy: importing benchmark (or a light module such as benchmark.lifeline) stays cheap
     if name in ("Experiment", "run", "RunResult"):
         from . import experiment
 
         return getattr(experiment, name)
+    if name == "FederatedDataset":
+        from .federated_dataset import FederatedDataset
+
+        return FederatedDataset
     raise AttributeError(name)

@@ -5,6 +5,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import warnings
 
 def _parse_kv(items: list[str] | None, flag: str) -> dict:
     out = {}
@@ -13,7 +14,8 @@ def _parse_kv(items: list[str] | None, flag: str) -> dict:
             if not part:
                 continue
             if "=" not in part:
-                raise SystemExit(f"fedrepro: {flag} expects KEY=VALUE, got {part!r}")
+                print(f"fedrepro: {flag} expects KEY=VALUE, got {part!r}", file=sys.stderr)
+                raise SystemExit(2)
             k, v = part.split("=", 1)
             try:
                 out[k.strip()] = json.loads(v)
@@ -29,6 +31,28 @@ def _int_or_none(s: str):
         return int(s)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer or 'none', got {s!r}") from None
+
+
+def _jobs(s: str):
+    """``--jobs``: an integer >= 1 or "auto"."""
+    if s.lower() == "auto":
+        return "auto"
+    try:
+        n = int(s)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 or 'auto', got {s!r}")
+    return n
+
+
+def _factor_or_none(s: str):
+    if s.lower() in ("none", "off"):
+        return "none"  # not None: None means "flag not given"
+    try:
+        return float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'none', got {s!r}") from None
 
 
 def _experiment_flags(p: argparse.ArgumentParser) -> None:
@@ -63,6 +87,9 @@ def _experiment_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--eval-every", type=int, help="evaluate every k rounds (default 1)")
     g.add_argument("--eval-train-samples", type=_int_or_none,
                    help="training samples used for the training objective (default 10000; 'all')")
+    g.add_argument("--divergence-factor", type=_factor_or_none,
+                   help=f"record a run as diverged when its training loss exceeds this factor times the initial "
+                        f"model's (default {d.divergence_factor:g}; 'none': only NaN/inf)")
     g.add_argument("--executor", choices=["auto", "sequential", "vectorized"],
                    help="how local updates run (default auto: the faster one for this model, batch and device, "
                         "by the rule of benchmark/cost.py; the run record says which and why)")
@@ -86,6 +113,8 @@ def _experiments_from_args(a) -> tuple[list, bool]:
         given[name] = v
     if a.local_steps is not None:
         given["local_epochs"] = None
+    if given.get("divergence_factor") == "none":
+        given["divergence_factor"] = None
     seeds = a.seeds or [given.pop("seed", 0)]
     given.pop("seed", None)
     # flags that say how to run (not what) do not turn the offline default into a single run
@@ -111,7 +140,7 @@ def cmd_run(a) -> int:
     from tabulate import tabulate
 
     from . import store
-    from .experiment import run
+    from .experiment import choose_threads, run
 
     if a.suite:
         from . import runner
@@ -127,20 +156,33 @@ def cmd_run(a) -> int:
               "CPU, about a minute). `fedrepro run --help` shows how to run your own.", file=sys.stderr)
         a.suite = "smoke"
         return runner.main_run_suite(a)
+    if a.out:
+        try:
+            store.check_writable_folder(a.out, "--out")  # before any training: no run is lost to a bad --out
+        except store.StoreError as e:
+            print(f"fedrepro: {e}", file=sys.stderr)
+            return 2
+    for exp in exps:  # every run is checked before the first one starts
+        try:
+            exp.validate()
+        except ValueError as e:
+            print(f"fedrepro: invalid experiment: {e}", file=sys.stderr)
+            return 2
+    warn_if_loaded()
+    threads = choose_threads(1)
     rows, results = [], []
     try:
         for exp in exps:
-            try:
-                exp.validate()
-            except ValueError as e:
-                print(f"fedrepro: invalid experiment: {e}", file=sys.stderr)
-                return 2
-            res = run(exp, progress=not a.no_progress)
+            res = run(exp, progress=not a.no_progress, threads=threads)
             results.append(res)
             rows.append(_row(res))
             if a.out:
-                path = store.write_record(a.out, res.record())
-                print(f"wrote {path}", file=sys.stderr)
+                path, why = res.save(a.out)
+                if why:
+                    print(f"fedrepro: could not write the record to {a.out} ({why}); it is saved in {path}",
+                          file=sys.stderr)
+                else:
+                    print(f"wrote {path}", file=sys.stderr)
     except KeyboardInterrupt:
         print(f"\ninterrupted: {len(results)} of {len(exps)} runs finished"
               + (f" (their records are in {a.out})" if a.out and results else ""), file=sys.stderr)
@@ -154,7 +196,19 @@ def cmd_run(a) -> int:
         print(json.dumps([r.record() for r in results], indent=1, default=str))
     else:
         print(tabulate(rows, headers=HEADERS, tablefmt="github"))
+    for r in results:
+        if r.status != "ok":
+            print(f"fedrepro: run {r.config_hash} (seed {r.config['seed']}) {r.status}: {r.message}", file=sys.stderr)
     return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def warn_if_loaded() -> None:
+    """``fedrepro run`` warns, as ``bench`` does, when other processes already keep every core busy."""
+    from .experiment import load_warning
+
+    high_load = load_warning()
+    if high_load:
+        print(f"fedrepro: warning: {high_load}", file=sys.stderr)
 
 
 def cmd_list(a) -> int:
@@ -229,10 +283,14 @@ def build_parser() -> argparse.ArgumentParser:
     _experiment_flags(r)
     r.add_argument("--suite", help="run a suite of benchmark/suites/NAME.toml (see `fedrepro list suites`)")
     r.add_argument("--backend", choices=["local", "process", "ray"], default="local", help="suite backend")
-    r.add_argument("--jobs", type=int, default=None, help="parallel workers for --backend process")
+    r.add_argument("--jobs", type=_jobs, default=None,
+                   help="parallel workers for --backend process: an integer >= 1, or auto (default: one per free "
+                        "core, at most one per CPU)")
     r.add_argument("--address", help="Ray cluster address for --backend ray (default: start a local Ray)")
-    r.add_argument("--results", default="results", help="results root for suites (default ./results)")
-    r.add_argument("--out", help="write each run record as OUT/<config_hash>.json")
+    r.add_argument("--results", default="results", help="results root for suites (default ./results); checked "
+                   "writable before any training")
+    r.add_argument("--out", help="write each run record as OUT/<config_hash>.json (a folder, checked writable "
+                   "before any training)")
     r.add_argument("--json", action="store_true", help="print the run records as JSON instead of a table")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--group-runs", type=int, default=None, metavar="N",
@@ -262,7 +320,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    from .store import CorruptRecordWarning
+
+    if issubclass(category, CorruptRecordWarning):
+        return f"fedrepro: warning: {message}\n"
+    return _default_format_warning(message, category, filename, lineno, line)
+
+
+_default_format_warning = warnings.formatwarning
+
+
 def main(argv: list[str] | None = None) -> int:
+    warnings.formatwarning = _format_warning
     p = build_parser()
     a = p.parse_args(argv)
     if not getattr(a, "command", None):

@@ -358,6 +358,13 @@ def transform(data: FederatedDataset, labels: str = "original", train_subset: in
 
 # --------------------------------------------------------------------------------------------- helpers
 
+class DataFileError(ValueError, RuntimeError):
+    """A dataset file is present but cannot be parsed (corrupted, truncated, a partial download).
+
+    Its message names the file and what to do. A ValueError (the CLI's clear-error path) and, as before, a
+    RuntimeError."""
+
+
 def _missing(dataset: str, files, looked_in, how: str) -> FileNotFoundError:
     places = "\n".join(f"  - {p}" for p in looked_in)
     return FileNotFoundError(
@@ -539,6 +546,63 @@ def _idx_source(d: Path) -> dict[str, Path] | None:
     return found
 
 
+_IDX_MAGIC = {"images": (0x0803, 3), "labels": (0x0801, 1)}  # unsigned bytes, number of dimensions
+
+
+def _open_maybe_gz(path: Path):
+    import gzip
+
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def _idx_problem(path: Path, kind: str) -> tuple[str | None, int | None]:
+    """Why ``path`` is not a well-formed IDX file of ``kind`` (images/labels), and its item count."""
+    import gzip
+    import zlib
+
+    magic, ndim = _IDX_MAGIC[kind]
+    try:
+        with _open_maybe_gz(path) as f:
+            head = f.read(4 + 4 * ndim)
+            if len(head) < 4 + 4 * ndim:
+                return f"{len(head)} bytes, shorter than an IDX header", None
+            got = int.from_bytes(head[:4], "big")
+            if got != magic:
+                return f"magic number {got:#010x}, expected {magic:#010x} (IDX {kind})", None
+            dims = [int.from_bytes(head[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+            want = math.prod(dims)
+            size = 0
+            while chunk := f.read(1 << 22):
+                size += len(chunk)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        return f"its gzip stream is damaged ({e})", None
+    if size != want:
+        return f"its header announces {'x'.join(map(str, dims))} = {want} bytes of data, the file has {size}", None
+    return None, dims[0]
+
+
+def _check_idx_files(name: str, files: dict[str, Path]) -> None:
+    """Raise a DataFileError naming the first IDX file that does not parse (or whose counts disagree)."""
+    counts = {}
+    for fname, path in files.items():
+        why, n = _idx_problem(path, "images" if "images" in fname else "labels")
+        if why:
+            raise _corrupt(name, path, f"not a valid IDX file: {why}")
+        counts[fname] = n
+    for split in ("train", "t10k"):
+        ni, nl = counts.get(f"{split}-images-idx3-ubyte"), counts.get(f"{split}-labels-idx1-ubyte")
+        if ni is not None and nl is not None and ni != nl:
+            raise _corrupt(name, files[f"{split}-labels-idx1-ubyte"],
+                           f"{nl} labels for the {ni} images of {files[f'{split}-images-idx3-ubyte']}")
+
+
+def _corrupt(dataset: str, path: Path, why: str) -> DataFileError:
+    how = "delete it and load again with `--download` (load(..., download=True))"
+    if dataset == "fmnist" and str(path).startswith(tuple(DEBIAN_FMNIST_DIRS)):
+        how = f"reinstall Debian's package: `apt-get install --reinstall {DEBIAN_FMNIST_PACKAGE}`"
+    return DataFileError(f"{dataset}: {path} is {why}. It is probably corrupted or a partial download: {how}.")
+
+
 def _read_idx_with_torchvision(cls, files: dict[str, Path], root: Path) -> dict:
     """Stage ``files`` in torchvision's raw layout (<tmp>/<Class>/raw/) and read them with ``cls``.
 
@@ -597,9 +661,15 @@ def _load_idx(name: str, cls, root: Path, download: bool, cache: bool, normalize
             raise _missing(name, [f + "[.gz]" for f in IDX_FILES], candidates, how)
 
     def build():
-        if all(p.parent == raw and p.suffix != ".gz" for p in files.values()):
-            return _from_torchvision_idx(cls, root)  # already torchvision's exact layout
-        return _read_idx_with_torchvision(cls, files, root)
+        _check_idx_files(name, files)
+        try:
+            if all(p.parent == raw and p.suffix != ".gz" for p in files.values()):
+                return _from_torchvision_idx(cls, root)  # already torchvision's exact layout
+            return _read_idx_with_torchvision(cls, files, root)
+        except (AssertionError, RuntimeError, ValueError, OSError) as e:
+            if isinstance(e, (DataFileError, FileNotFoundError)):
+                raise
+            raise _wrap_torchvision_error(name, d, e) from e
 
     blob = _cached_uint8(root, name, sorted(files.values()), build, cache)
     return _image_dataset(name, blob, normalize, 10, str(d))
@@ -623,8 +693,8 @@ def _fmnist(root, download, seed, normalize, cache):
 
 # --------------------------------------------------------------------------------------------- CIFAR
 
-def _wrap_torchvision_error(dataset: str, where: Path, err: Exception) -> RuntimeError:
-    return RuntimeError(f"{dataset}: the files in {where} are present but torchvision rejected them ({err}). "
+def _wrap_torchvision_error(dataset: str, where: Path, err: Exception) -> DataFileError:
+    return DataFileError(f"{dataset}: the files in {where} are present but torchvision rejected them ({err}). "
                         "They are probably corrupted or a partial download (torchvision checks their md5); "
                         "delete them and load again with `--download`.")
 
@@ -707,7 +777,12 @@ def _svhn(root, download, seed, normalize, cache):
 def _load_images(paths, loader) -> torch.Tensor:
     """Decode images with torchvision's ``loader`` (PIL, RGB) in threads; uint8 NCHW."""
     def one(p):
-        return np.asarray(loader(p), dtype=np.uint8)
+        try:
+            return np.asarray(loader(p), dtype=np.uint8)
+        except (OSError, ValueError, SyntaxError) as e:  # PIL: UnidentifiedImageError, truncated files
+            raise DataFileError(f"tinyimagenet: {p} cannot be decoded as an image ({e}). It is probably "
+                                "corrupted or a partial download: delete it (or the whole tiny-imagenet-200 "
+                                "folder) and load again with `--download`.") from None
 
     workers = max(1, min(16, os.cpu_count() or 1))
     with ThreadPoolExecutor(workers) as ex:

@@ -73,6 +73,8 @@ class LoopConfig:
     eval_train_samples: int | None
     # round -> local learning rate; replaces lr * lr_decay ** round when set (e.g. alpha / (round + beta))
     lr_schedule: Callable[[int], float] | None = None
+    # a run whose training loss exceeds this factor times its initial training loss is diverged (None: off)
+    divergence_factor: float | None = None
 
 
 @dataclass
@@ -209,6 +211,7 @@ class RunState:
     status: str = "ok"
     message: str = ""
     t_start: float = 0.0
+    initial_train_loss: float | None = None  # the reference of cfg.divergence_factor
 
     @property
     def device(self) -> torch.device:
@@ -221,6 +224,20 @@ class RunState:
 
 def _finite(t: torch.Tensor) -> bool:
     return bool(torch.isfinite(t).all())
+
+
+def loss_growth(train_loss: float, initial: float | None, factor: float | None) -> str | None:
+    """Divergence that is not NaN: why ``train_loss`` counts as diverged, or None.
+
+    The rule: the training loss exceeds ``factor`` times the training loss of the initial model (on the
+    same samples). Off when ``factor`` is None or the initial loss is not a positive number.
+    """
+    if factor is None or initial is None or not (math.isfinite(initial) and initial > 0):
+        return None
+    if train_loss > factor * initial:
+        return (f"training loss {train_loss:.4g} exceeds divergence_factor {factor:g} x the initial "
+                f"training loss {initial:.4g}")
+    return None
 
 
 def start(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
@@ -244,11 +261,15 @@ def start(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, pa
     if cfg.eval_train_samples is not None and len(train_idx) > cfg.eval_train_samples:
         train_idx = np.random.default_rng([cfg.seed, 3]).choice(train_idx, cfg.eval_train_samples,
                                                                  replace=False)
-    return RunState(alg, fmodel, data, parts, cfg, ex.get(executor), optimizer, k,
-                    np.array([len(p) for p in parts]), params0, alg.init(params0),
-                    {n: b.to(dev) for n, b in fmodel.initial_buffers().items()},
-                    sample_rng=np.random.default_rng([cfg.seed, 1]),
-                    train_idx=torch.from_numpy(np.sort(train_idx)).to(dev), t_start=time.perf_counter())
+    run = RunState(alg, fmodel, data, parts, cfg, ex.get(executor), optimizer, k,
+                   np.array([len(p) for p in parts]), params0, alg.init(params0),
+                   {n: b.to(dev) for n, b in fmodel.initial_buffers().items()},
+                   sample_rng=np.random.default_rng([cfg.seed, 1]),
+                   train_idx=torch.from_numpy(np.sort(train_idx)).to(dev), t_start=time.perf_counter())
+    if cfg.divergence_factor is not None:
+        run.initial_train_loss, _ = fmodel.evaluate(params0, run.buffers, data.x_train[run.train_idx],
+                                                    data.y_train[run.train_idx])
+    return run
 
 
 def round_lr(cfg: LoopConfig, r: int) -> float:
@@ -333,7 +354,7 @@ def begin_round(run: RunState, observers: Sequence = ()) -> RoundPlan:
 def end_round(run: RunState, plan: RoundPlan, out: ex.RoundOutput, observers: Sequence = ()) -> dict:
     """After local training: tell ``on_client``, aggregate, evaluate, record, tell ``on_round_end``.
     Returns the history entry and sets ``run.status`` to "diverged" (with a message) on non-finite
-    parameters or losses."""
+    parameters or losses, or on a training loss past ``cfg.divergence_factor`` times the initial one."""
     r, cfg, alg, ids, downlink = plan.round, run.cfg, run.alg, plan.ids, plan.downlink
     if any(_listens(o, "on_client") for o in observers):
         for i, cid in enumerate(ids.tolist()):
@@ -350,19 +371,21 @@ def end_round(run: RunState, plan: RoundPlan, out: ex.RoundOutput, observers: Se
     diverged = not _finite(params) or not math.isfinite(entry["local_loss"])
     if not diverged and ((r + 1) % cfg.eval_every == 0 or r + 1 == cfg.rounds):
         diverged = not evaluate(run, params, entry)
+    grown = None if diverged or entry["train_loss"] is None else \
+        loss_growth(entry["train_loss"], run.initial_train_loss, cfg.divergence_factor)
     entry["wall_time"] = time.perf_counter() - run.t_start
     run.history.append(entry)
     run.round = r + 1
     _emit(observers, "on_round_end", run, RoundEnd(r, info, weights, before, run.server, params, entry))
-    if diverged:
+    if diverged or grown:
         run.status = "diverged"
-        run.message = f"non-finite parameters or loss at round {r + 1}"
+        run.message = f"{grown} at round {r + 1}" if grown else f"non-finite parameters or loss at round {r + 1}"
     return entry
 
 
 def run_round(run: RunState, observers: Sequence = ()) -> dict:
-    """One round: sample, broadcast, local updates, aggregate, evaluate. Returns the history entry and
-    sets ``run.status`` to "diverged" (with a message) on non-finite parameters or losses."""
+    """One round: sample, broadcast, local updates, aggregate, evaluate (:func:`begin_round`, the
+    executor, :func:`end_round`). Returns the history entry; ``run.status`` says if the run diverged."""
     plan = begin_round(run, observers)
     out = run.runner.run(run.alg, run.fmodel, run.data.x_train, run.data.y_train, plan.downlink, plan.jobs,
                          run.buffers, run.optimizer, plan.lr, run.cfg.seed, plan.round, record=plan.record,

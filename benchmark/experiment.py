@@ -18,7 +18,7 @@ import torch
 import algorithms
 from algorithms import optim
 
-from . import cost, engine
+from . import cost, engine, store
 from . import executors as ex
 from .federated_dataset import FederatedDataset
 
@@ -28,6 +28,13 @@ RECORD_SCHEMA = 1
 DICT_FIELDS = ("algorithm_args", "dataset_args", "model_args")
 # fields that say how a run is executed, not what is computed: left out of the config hash
 _HOW_FIELDS = ("executor", "executor_used", "device", "data_root", "download")
+# The divergence rule beyond NaN (``Experiment.divergence_factor``): a run whose training loss exceeds this
+# factor times the initial model's training loss is recorded as "diverged". 100 = two orders of magnitude
+# worse than the untrained model (the 0.1.0 matrix's worst finite run, bifl on digits, reached 54x).
+DIVERGENCE_FACTOR = 100.0
+# fields added after results were published, with the value they had implicitly before: at that value they
+# are left out of the config hash, so existing cells keep their names (the record's config still shows them)
+_HASH_NEUTRAL_DEFAULTS = {"divergence_factor": DIVERGENCE_FACTOR}
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,8 @@ class Experiment:
     model_args: dict = field(default_factory=dict)
     eval_every: int = 1
     eval_train_samples: int | None = 10000  # the training objective is measured on this many samples
+    # training loss > divergence_factor x the initial model's training loss = "diverged" (None: NaN/inf only)
+    divergence_factor: float | None = DIVERGENCE_FACTOR
     executor: str = "auto"  # auto (benchmark.cost.choose_executor) | sequential | vectorized
     device: str = "auto"  # auto | cpu | cuda
     data_root: str | None = None
@@ -79,6 +88,9 @@ class Experiment:
         need(self.momentum >= 0 and self.weight_decay >= 0, "momentum and weight_decay must be >= 0")
         need(0 < self.lr_decay <= 1, f"lr_decay must be in (0, 1], got {self.lr_decay}")
         need(self.eval_every >= 1, f"eval_every must be >= 1, got {self.eval_every}")
+        need(self.divergence_factor is None or (isinstance(self.divergence_factor, (int, float))
+                                                and 1 < self.divergence_factor < float("inf")),
+             f"divergence_factor must be a number > 1 (or None to flag only NaN/inf), got {self.divergence_factor!r}")
         need(self.executor in ("auto",) + ex.EXECUTORS,
              f"executor must be auto, sequential or vectorized, got {self.executor!r}")
         need(self.device in ("auto", "cpu", "cuda") or str(self.device).startswith("cuda:"),
@@ -109,11 +121,12 @@ class Experiment:
         return engine.LoopConfig(self.rounds, self.clients_per_round,
                                  None if self.local_steps else self.local_epochs, self.local_steps,
                                  self.batch_size, self.lr, self.lr_decay, self.eval_every, self.seed,
-                                 self.eval_train_samples)
+                                 self.eval_train_samples, divergence_factor=self.divergence_factor)
 
 
 def config_hash(config: dict) -> str:
-    semantic = {k: v for k, v in config.items() if k not in _HOW_FIELDS}
+    semantic = {k: v for k, v in config.items() if k not in _HOW_FIELDS
+                and not (k in _HASH_NEUTRAL_DEFAULTS and v == _HASH_NEUTRAL_DEFAULTS[k])}
     blob = json.dumps(semantic, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -188,6 +201,61 @@ def environment(device: torch.device) -> dict:
     return env
 
 
+@dataclass(frozen=True)
+class Threads:
+    """torch's intra-op threads for a run, and the rule that chose them (stated in the run record)."""
+
+    n: int
+    rule: str
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def machine_load() -> float | None:
+    """The 1-minute load average (None where the OS has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def choose_threads(workers: int = 1, cpus: int | None = None, load: float | None = None) -> Threads:
+    """Threads for each of ``workers`` processes: the free cores (CPUs minus the 1-minute load average,
+    at least 1) shared out, at least one each. With ``workers <= cpus`` (the runner's rule) the threads of
+    all workers never exceed the cores: oversubscribed torch threads spin against each other (the smoke
+    suite on a 2-core machine at load average ~10: 3 min 54 s with torch's default 2 threads, 24 s with 1;
+    the same numbers)."""
+    cpus = cpus or usable_cpus()
+    load = machine_load() if load is None else load
+    free = cpus if load is None else max(1, min(cpus, int(cpus - load + 0.5)))
+    n = max(1, free // max(1, workers))
+    return Threads(n, f"{n} = {free} free of {cpus} CPUs (1-min load {load}) / {workers} worker(s)")
+
+
+def load_warning(cpus: int | None = None, load: float | None = None) -> str | None:
+    """A warning when other processes already keep every core busy, else None."""
+    cpus = cpus or usable_cpus()
+    load = machine_load() if load is None else load
+    if load is None or load <= cpus:
+        return None
+    return (f"load average {load} on {cpus} CPUs: other processes compete for the cores, so runs get fewer "
+            f"torch threads and take longer than on an idle machine (wall times in the records show it)")
+
+
+def _use_threads(threads: Threads | int | None) -> str | None:
+    if threads is None:
+        return None
+    if isinstance(threads, int):
+        threads = Threads(threads, f"{threads} (asked for)")
+    torch.set_num_threads(threads.n)
+    return threads.rule
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -223,6 +291,15 @@ class RunResult:
 
     def to_json(self, indent: int | None = 1) -> str:
         return json.dumps(self.record(), indent=indent, default=_json_default)
+
+    def save(self, folder: str | os.PathLike) -> tuple[str, str | None]:
+        """Write the record as ``<folder>/<config_hash>.json``; if that fails, to a fallback folder.
+
+        Returns the path written and, for a fallback, why ``folder`` failed: a finished run is never lost.
+        """
+        rec = json.loads(self.to_json(indent=None))
+        path, why = store.write_record_or_rescue(folder, rec)
+        return str(path), why
 
 
 def _json_default(o):
@@ -344,12 +421,16 @@ def prepare(exp: Experiment, data: FederatedDataset | None = None) -> Prepared:
 
 
 def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False, *,
-        observers: Sequence = (), init: torch.Tensor | None = None) -> RunResult:
+        observers: Sequence = (), init: torch.Tensor | None = None,
+        threads: Threads | int | None = None) -> RunResult:
     """Run one experiment and return its result (history, final metrics, model, provenance).
 
     ``observers`` watch the run (``benchmark.engine``; they change no number). ``init``: a flat initial
     parameter vector replacing the seeded initialisation (its fingerprint enters the config and its hash).
+    ``threads``: torch's intra-op threads for the run (``choose_threads()`` picks them from the free
+    cores); None leaves torch's setting as it is.
     """
+    threads_rule = _use_threads(threads)
     t0 = time.perf_counter()
     p = prepare(exp)
     callback, bar = None, None
@@ -372,11 +453,12 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False, *
     finally:
         if bar is not None:
             bar.close()
-    return make_result(exp, p, out, time.perf_counter() - t0, {**p.execution, "executor": out.executor}, init)
+    return make_result(exp, p, out, time.perf_counter() - t0, {**p.execution, "executor": out.executor}, init,
+                       threads_rule)
 
 
 def make_result(exp: Experiment, p: Prepared, out: engine.LoopResult, wall: float, execution: dict,
-                init: torch.Tensor | None = None) -> RunResult:
+                init: torch.Tensor | None = None, threads_rule: str | None = None) -> RunResult:
     """The run's result and record from what ``engine`` returned (the trained model loaded into ``p.module``)."""
     module = p.module
     torch.nn.utils.vector_to_parameters(out.params.detach(), module.parameters())
@@ -388,7 +470,10 @@ def make_result(exp: Experiment, p: Prepared, out: engine.LoopResult, wall: floa
         config["init_fingerprint"] = hashlib.sha256(
             init.detach().to(torch.float32).cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
     config["executor_used"] = out.executor
-    return RunResult(config, config_hash(config), code_version(), environment(p.device), p.partition,
+    env = environment(p.device)
+    if threads_rule:
+        env["threads_rule"] = threads_rule
+    return RunResult(config, config_hash(config), code_version(), env, p.partition,
                      out.history, {**final_metrics(out.history, wall), "num_params": p.fmodel.layout.size},
                      out.status, out.message, module.eval(), execution)
 

@@ -5,6 +5,11 @@ A cell is named by its config hash. Its record is written atomically to
 so a suite killed at any moment (SIGKILL too) and run again skips what is done and completes with the
 same results as an uninterrupted run. Backends: ``local`` (in-process, one cell after another),
 ``process`` (a process pool), ``ray`` (Ray tasks on a local Ray or a cluster, fractional GPUs).
+
+Reliability: records are written only by the process that runs the suite (workers and Ray tasks return
+them), so nothing is written once it is gone; process workers end when it ends (any signal, kill -9
+too); Ray tasks are cancelled on Ctrl-C and retried when a node dies; an unreadable record is moved
+aside and its cell runs again (``store``); torch threads fit the free cores (``choose_threads``).
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import os
 import sys
 import time
 import traceback
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,9 +30,10 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from . import store
+from . import lifeline, store
 from .experiment import DICT_FIELDS as _DICT_FIELDS
-from .experiment import Experiment, code_version, config_hash
+from .experiment import (Experiment, Threads, choose_threads, code_version, config_hash, load_warning,
+                         usable_cpus)
 
 SUITES_DIR = Path(__file__).parent / "suites"
 _TOP_KEYS = {"name", "description", "paper", "requires", "metric", "defaults", "matrix", "override", "reference",
@@ -187,48 +194,96 @@ def results_dir(results_root: str | os.PathLike, suite: str, version: str | None
     return Path(results_root) / suite / (version or code_version()["package"])
 
 
-def run_cell(exp: Experiment, out_dir: str, threads: int | None = None) -> dict:
-    """Run one cell and write its record; a failure is recorded, never raised. Returns a summary."""
-    import torch
-
+def compute_cell(exp: Experiment, threads: Threads | int | None = None) -> dict:
+    """Run one cell and return its record; a failure is recorded, never raised."""
     from .experiment import run
 
-    if threads:
-        torch.set_num_threads(threads)
-    h = exp.config_hash()
     t0 = time.perf_counter()
     try:
-        rec = run(exp).record()
+        rec = json.loads(run(exp, threads=threads).to_json(indent=None))
     except Exception as e:  # noqa: BLE001 - a failing cell is a result, and the suite goes on
-        cfg = exp.config()
-        rec = {"schema": 1, "config": cfg, "config_hash": config_hash(cfg), "code_version": code_version(),
-               "environment": {}, "partition": {}, "history": [], "final": {"wall_time": time.perf_counter() - t0},
-               "status": "failed", "message": f"{type(e).__name__}: {e}",
-               "traceback": traceback.format_exc(limit=20)}
-    assert rec["config_hash"] == h, "config hash changed while running"
-    store.write_record(out_dir, rec)
-    return {"config_hash": h, "status": rec["status"], "message": rec.get("message", ""),
-            "metric": rec["final"].get("test_accuracy")}
+        rec = failed_record(exp, e, time.perf_counter() - t0)
+    assert rec["config_hash"] == exp.config_hash(), "config hash changed while running"
+    return rec
+
+
+def failed_record(exp: Experiment, error: BaseException, wall: float) -> dict:
+    """The record of a cell that failed (it is run again on resume)."""
+    cfg = exp.config()
+    return {"schema": 1, "config": cfg, "config_hash": config_hash(cfg), "code_version": code_version(),
+            "environment": {}, "partition": {}, "history": [], "final": {"wall_time": wall},
+            "status": "failed", "message": f"{type(error).__name__}: {error}",
+            "traceback": "".join(traceback.format_exception(error, limit=20))}
+
+
+def save_cell(out_dir: str | os.PathLike, rec: dict) -> dict:
+    """Write a cell's record (to a printed fallback folder if ``out_dir`` fails); return its summary."""
+    path, why = store.write_record_or_rescue(out_dir, rec)
+    return {"config_hash": rec["config_hash"], "status": rec["status"], "message": rec.get("message", ""),
+            "metric": rec["final"].get("test_accuracy"), "path": str(path), "rescued": why}
+
+
+def run_cell(exp: Experiment, out_dir: str, threads: Threads | int | None = None) -> dict:
+    """Run one cell and write its record; a failure is recorded, never raised. Returns a summary."""
+    return save_cell(out_dir, compute_cell(exp, threads))
 
 
 def pending_cells(suite: Suite, out_dir: Path) -> tuple[list[Cell], int]:
-    done = {}
-    for rec in store.read_records(out_dir):
-        done[rec["config_hash"]] = rec["status"]
+    """Cells without a finished record; unreadable records are moved aside first (their cells run again)."""
+    done = {rec["config_hash"]: rec["status"] for rec in store.read_records(out_dir, quarantine=True)}
     todo = [c for c in suite.cells if done.get(c.config_hash) not in FINISHED]
     return todo, len(suite.cells) - len(todo)
 
 
-def run_suite(suite: Suite, backend: str = "local", jobs: int | None = None, results_root: str = "results",
+BACKENDS = ("local", "process", "ray")
+
+
+def check_jobs(jobs) -> int | None:
+    """``jobs`` as a number of workers (None = auto); raises SuiteError for anything but >= 1 or "auto"."""
+    if jobs is None or jobs == "auto":
+        return None
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise SuiteError(f"jobs must be an integer >= 1 or 'auto', got {jobs!r}")
+    return jobs
+
+
+def process_plan(jobs: int | str | None, cells: int) -> tuple[int, Threads, str | None]:
+    """Workers and threads per worker for the process backend, and a note when ``jobs`` was cut.
+
+    auto = one worker per free core; never more workers than CPUs (more only compete for the cores), nor
+    than cells; each worker gets its share of the free cores (one thread when every core has a worker).
+    """
+    jobs = check_jobs(jobs)
+    cpus = usable_cpus()
+    note = None
+    if jobs is None:
+        workers = choose_threads(1, cpus).n
+    elif jobs > cpus:
+        workers = cpus
+        note = f"--jobs {jobs} is more than the {cpus} CPUs: using {cpus} workers (more would only compete " \
+               f"for the cores)"
+    else:
+        workers = jobs
+    workers = max(1, min(workers, cells))
+    return workers, choose_threads(workers, cpus), note
+
+
+def run_suite(suite: Suite, backend: str = "local", jobs: int | str | None = None, results_root: str = "results",
               address: str | None = None, progress: bool = True, device: str | None = None,
               executor: str | None = None, group_runs: int | None = 1) -> dict:
     """Run every unfinished cell of ``suite``; return counts by status.
 
+    The results folder is checked writable before any work (``store.StoreError`` otherwise).
     ``group_runs``: batch up to that many cells into one vectorized job (``benchmark.batched``; None:
     chosen per kind of cell from the device; 1: every cell alone). Batched jobs run in this process;
-    the cells left alone go to ``backend``."""
+    the cells left alone go to ``backend``.
+    """
+    if backend not in BACKENDS:
+        raise SuiteError(f"unknown backend {backend!r}; choose local, process or ray")
+    check_jobs(jobs)
+    _check_how(suite, device, executor)
     out_dir = results_dir(results_root, suite.name)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    store.check_writable_folder(out_dir, "results folder")
     store.clean_stale_temps(out_dir)
     todo, skipped = pending_cells(suite, out_dir)
     exps = []
@@ -250,43 +305,86 @@ def run_suite(suite: Suite, backend: str = "local", jobs: int | None = None, res
         counts[summary["status"]] = counts.get(summary["status"], 0) + 1
         if summary["status"] == "failed":
             print(f"cell {summary['config_hash']} failed: {summary['message']}", file=sys.stderr)
+        if summary.get("rescued"):
+            print(f"fedrepro: could not write cell {summary['config_hash']}'s record to {out_dir} "
+                  f"({summary['rescued']}); it is saved in {summary['path']}", file=sys.stderr)
         if bar is not None:
             bar.update(1)
 
     try:
         if group_runs != 1:
             exps = run_groups(exps, str(out_dir), group_runs, device, done)
-        if backend == "local":
+        if not exps:
+            pass
+        elif backend == "local":
+            threads = choose_threads(1)
             for e in exps:
-                done(run_cell(e, str(out_dir)))
+                done(run_cell(e, str(out_dir), threads))
         elif backend == "process":
             _run_process(exps, str(out_dir), jobs, done)
-        elif backend == "ray":
-            _run_ray(exps, str(out_dir), address, done)
         else:
-            raise SuiteError(f"unknown backend {backend!r}; choose local, process or ray")
+            _run_ray(exps, str(out_dir), address, done)
     finally:
         if bar is not None:
             bar.close()
     return counts
 
 
-def _run_process(exps: list[Experiment], out_dir: str, jobs: int | None, done) -> None:
+def _check_how(suite: Suite, device: str | None, executor: str | None) -> None:
+    """--device / --executor are checked once, before any work (not found wrong by every cell)."""
+    from .experiment import resolve_device
+
+    try:
+        dataclasses.replace(suite.cells[0].experiment, **({"device": device} if device else {}),
+                            **({"executor": executor} if executor else {})).validate()
+        if device:
+            resolve_device(device)
+    except ValueError as e:
+        raise SuiteError(str(e)) from None
+
+
+# --------------------------------------------------------------------------------------------------
+# The process backend: records are written by the parent only, and workers end when it ends (lifeline)
+
+
+def _stop_workers(pool) -> None:
+    """End a pool's workers now (Ctrl-C or an error in the parent): running cells are abandoned."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+
+
+def _run_process(exps: list[Experiment], out_dir: str, jobs: int | str | None, done) -> None:
     import concurrent.futures as cf
     import multiprocessing as mp
 
-    jobs = jobs or max(1, (os.cpu_count() or 1))
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    ctx = mp.get_context("spawn")
-    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(run_cell, e, out_dir, threads) for e in exps]
-        try:
-            for f in cf.as_completed(futures):
-                done(f.result())
-        except KeyboardInterrupt:
-            for f in futures:
-                f.cancel()
-            raise
+    workers, threads, note = process_plan(jobs, len(exps))
+    if note:
+        print(f"fedrepro: {note}", file=sys.stderr)
+    # spawn: a worker starts light (benchmark.lifeline arms its death signal), then imports torch
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                                  initializer=lifeline.die_with_parent, initargs=(os.getpid(),))
+    try:
+        futures = [pool.submit(compute_cell, e, threads) for e in exps]
+        for f in cf.as_completed(futures):
+            done(save_cell(out_dir, f.result()))  # the parent writes: no record once it is gone
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# The Ray backend: a local Ray or a cluster; node losses are retried, the driver writes the records
+
+
+RAY_TASK_RETRIES = 3  # a task whose worker or node dies runs again on another node, up to this many times
 
 
 def _run_ray(exps: list[Experiment], out_dir: str, address: str | None, done) -> None:
@@ -297,18 +395,30 @@ def _run_ray(exps: list[Experiment], out_dir: str, address: str | None, done) ->
     started_here = False
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 **({} if address else {"num_cpus": os.cpu_count() or 1}))
+                 **({} if address else {"num_cpus": usable_cpus()}))
         started_here = True
     try:
         gpus = ray.cluster_resources().get("GPU", 0)
         # several cells share a GPU: each asks for a fraction
-        opts = {"num_cpus": 1, "num_gpus": 0.25 if gpus else 0}
-        task = ray.remote(**opts)(run_cell)
-        refs = [task.remote(e, out_dir, 1) for e in exps]
-        pending = list(refs)
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            done(ray.get(ready[0]))
+        task = ray.remote(num_cpus=1, num_gpus=0.25 if gpus else 0, max_retries=RAY_TASK_RETRIES)(compute_cell)
+        threads = Threads(1, "1: a Ray task holds one CPU")
+        cells = {task.remote(e, threads): e for e in exps}
+        pending = list(cells)
+        try:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                try:
+                    rec = ray.get(ready[0])
+                except ray.exceptions.RayError as e:  # lost beyond its retries (nodes gone): a failed cell
+                    rec = failed_record(cells[ready[0]], e, 0.0)
+                done(save_cell(out_dir, rec))  # the driver writes each record once
+        except BaseException:  # Ctrl-C or an error: cancel what is queued or running
+            for ref in pending:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001 - finished meanwhile
+                    pass
+            raise
     finally:
         if started_here:
             ray.shutdown()
@@ -323,6 +433,9 @@ def main_run_suite(a) -> int:
         return 2
     out_dir = results_dir(a.results, suite.name)
     print(f"suite {suite.name}: {len(suite.cells)} cells -> {out_dir}", file=sys.stderr)
+    high_load = load_warning()
+    if high_load:
+        print(f"fedrepro: warning: {high_load}", file=sys.stderr)
     try:
         counts = run_suite(suite, a.backend, a.jobs, a.results, a.address, progress=not a.no_progress,
                            device=a.device, executor=a.executor, group_runs=cli_group_runs(a))
@@ -330,9 +443,13 @@ def main_run_suite(a) -> int:
         print(f"\ninterrupted: finished cells are kept in {out_dir}; run the same command again to resume",
               file=sys.stderr)
         return 130
-    except SuiteError as e:
+    except (SuiteError, store.StoreError) as e:
         print(f"fedrepro: {e}", file=sys.stderr)
         return 2
+    except BrokenProcessPool as e:
+        print(f"fedrepro: a worker process died ({e}); was it killed, or out of memory? Finished cells are "
+              f"kept in {out_dir}; run the same command again to resume", file=sys.stderr)
+        return 1
     print(f"suite {suite.name}: " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=sys.stderr)
     from . import report
 
@@ -446,22 +563,24 @@ def run_group_cells(exps: list[Experiment], out_dir: str):
     """Run one batched job; write each run's record when that run finishes and yield its summary. If
     the job fails as a whole, its unfinished cells run one by one (each failure recorded)."""
     from . import batched
+    from .experiment import _use_threads
 
+    threads = choose_threads(1)
     finished = set()
     try:
+        rule = _use_threads(threads)
         for i, res in batched.iter_group(exps):
             rec = json.loads(res.to_json(indent=None))
+            rec["environment"]["threads_rule"] = rule
             assert rec["config_hash"] == exps[i].config_hash(), "config hash changed while running"
-            store.write_record(out_dir, rec)
             finished.add(i)
-            yield {"config_hash": rec["config_hash"], "status": rec["status"], "message": rec.get("message", ""),
-                   "metric": rec["final"].get("test_accuracy")}
+            yield save_cell(out_dir, rec)
     except Exception as e:  # noqa: BLE001 - fall back to the cells one by one, which record their failures
         print(f"fedrepro: a batched job of {len(exps)} {exps[0].algorithm} cells failed ({type(e).__name__}: {e}); "
               "running its unfinished cells one by one", file=sys.stderr)
         for i, e in enumerate(exps):
             if i not in finished:
-                yield run_cell(e, out_dir)
+                yield run_cell(e, out_dir, threads)
 
 
 def grouping_notes(exps: list[Experiment]) -> list[str]:

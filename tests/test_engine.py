@@ -106,7 +106,7 @@ def _regression_data():
 
 def test_diverging_run_is_recorded_not_raised():
     r = run(Experiment(dataset=_regression_data(), num_clients=None, model="linear", rounds=30, lr=50.0,
-                       batch_size=None))
+                       batch_size=None, divergence_factor=None))  # only the NaN/inf rule
     assert r.status == "diverged"
     assert "non-finite" in r.message
     assert len(r.history) < 30

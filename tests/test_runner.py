@@ -147,7 +147,8 @@ def test_ray_backend_equals_local(tmp_path):
 def _writer(args):
     folder, i = args
     for k in range(20):
-        store.write_record(folder, {"config_hash": f"{i:08x}{k:08x}", "payload": "x" * 20000, "status": "ok"})
+        store.write_record(folder, {"config_hash": f"{i:08x}{k:08x}", "payload": "x" * 20000, "status": "ok",
+                                    "config": {}, "history": [], "final": {}})
 
 
 def test_many_writers_never_lose_or_mix_records(tmp_path):
