@@ -107,7 +107,7 @@ def record(branch: str, machine: str, limit: int | None, dry_run: bool, bench: s
             try:
                 env = {**os.environ, "ASV_PYTHONPATH": str(wt), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
                 args = ["run", "--python=same", "--set-commit-hash", c, "--machine", machine, "--config",
-                        str(conf), "--show-stderr"]
+                        str(conf), "--show-stderr", "-a", "processes=1", "-a", "repeat=5"]  # asv: 2 processes, up to 10 repeats
                 if bench:
                     args += ["--bench", bench]
                 print(f"[{i + 1}/{len(todo)}] {c[:8]} {_git('log', '-1', '--format=%s', c).strip()[:80]}",
