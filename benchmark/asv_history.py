@@ -3,7 +3,9 @@
 ``python -m benchmark.asv_history record`` checks out, one at a time in a temporary git worktree, every
 commit of ``--branch`` (default: HEAD) that touched ``algorithms/`` or ``benchmark/`` and has no result
 yet for this machine, and runs today's asv benchmarks (``benchmark/asv``) against that commit's code
-(``ASV_PYTHONPATH`` = the worktree: asv drops PYTHONPATH) with ``asv run --python=same --set-commit-hash``. Results go to
+(``ASV_PYTHONPATH`` = the worktree: asv drops PYTHONPATH; ``FEDREPRO_ASV_ISOLATE`` makes the benchmarks
+drop an editable install's import hooks, which would fill in modules the commit lacks from the installed
+tree) with ``asv run --python=same --set-commit-hash``. Results go to
 ``results/asv/<machine>/`` (committed). A benchmark that needs an API a commit does not have yet is
 recorded as failed for it (asv's way), not faked. New commits that change the engine add their point
 by running ``record`` again: only the missing commits are run.
@@ -105,7 +107,9 @@ def record(branch: str, machine: str, limit: int | None, dry_run: bool, bench: s
             wt = tmp / f"wt-{c[:12]}"
             _git("worktree", "add", "--detach", "--force", str(wt), c)
             try:
-                env = {**os.environ, "ASV_PYTHONPATH": str(wt), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+                env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+                env.update({"ASV_PYTHONPATH": str(wt), "FEDREPRO_ASV_ISOLATE": "1", "OMP_NUM_THREADS": "1",
+                            "MKL_NUM_THREADS": "1"})
                 args = ["run", "--python=same", "--set-commit-hash", c, "--machine", machine, "--config",
                         str(conf), "--show-stderr", "-a", "processes=1", "-a", "repeat=5"]  # asv: 2 processes, up to 10 repeats
                 if bench:

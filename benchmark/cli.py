@@ -155,7 +155,9 @@ def cmd_run(a) -> int:
         print("fedrepro run: no experiment flags, so the offline default: the smoke suite (scikit-learn digits, "
               "CPU, about a minute). `fedrepro run --help` shows how to run your own.", file=sys.stderr)
         a.suite = "smoke"
-        return runner.main_run_suite(a)
+        return runner.main_dry_run(a) if a.dry_run else runner.main_run_suite(a)
+    if a.dry_run:
+        return _dry_run_experiments(exps, a.device)
     if a.out:
         try:
             store.check_writable_folder(a.out, "--out")  # before any training: no run is lost to a bad --out
@@ -209,6 +211,33 @@ def warn_if_loaded() -> None:
     high_load = load_warning()
     if high_load:
         print(f"fedrepro: warning: {high_load}", file=sys.stderr)
+
+
+def _dry_run_experiments(exps: list, device: str | None) -> int:
+    """``fedrepro run <flags> --dry-run``: the runs' work and estimated time, nothing run."""
+    from tabulate import tabulate
+
+    import algorithms
+
+    from . import cost
+
+    dev = cost.device_type_of(device)
+    bench = cost.latest_bench(dev)
+    model = cost.cost_model_from_bench(bench) if bench else None
+    rows = []
+    for e in exps:
+        try:
+            e.validate()
+            est = cost.estimate_cell(e, dev, model, algorithms.get_class(e.algorithm).vectorizable)
+        except ValueError as err:
+            print(f"fedrepro: invalid experiment: {err}", file=sys.stderr)
+            return 2
+        rows.append([e.algorithm, e.dataset, e.model, e.seed, est["executor"], cost.human_count(est["sample_gradients"]),
+                     cost.human_seconds(est["seconds"])])
+    print(tabulate(rows, headers=["algorithm", "dataset", "model", "seed", "executor", "sample-gradients",
+                                  f"est. time ({dev})"], tablefmt="github"))
+    print("(dry run: nothing is run)" + ("" if bench else f"; no `fedrepro bench` results for {dev}: no time estimate"))
+    return 0
 
 
 def cmd_list(a) -> int:

@@ -116,3 +116,18 @@ def test_latest_bench_takes_each_models_newest_measurement(tmp_path):
     got = {c["model"]: c["median_seconds"]["sequential"] for c in rec["configs"]}
     assert got == {"logreg": 3.0, "fedbat_cnn": 2.0, "mlp": 4.0}
     assert rec["round_overhead_seconds"] == 0.5 and rec["date"] == "2030-02-01"
+
+
+def test_dry_runs_run_nothing(tmp_path, capsys):
+    assert main(["run", "--suite", "smoke", "--dry-run", "--results", str(tmp_path), "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "27 cells, 0 finished, 27 to run as 9 job(s)" in out and "est. time (cpu)" in out
+    assert main(["run", "--suite", "smoke", "--dry-run", "--group-runs", "1", "--results", str(tmp_path)]) == 0
+    assert "27 to run as 27 job(s)" in capsys.readouterr().out
+    assert main(["run", "--suite", "fedbat_table1", "--only", "dataset=fmnist", "--only", "num_clients=30",
+                 "--dry-run", "--results", str(tmp_path)]) == 0
+    assert "105 cells, 0 finished, 105 to run" in capsys.readouterr().out
+    assert main(["run", "--rounds", "2", "--seeds", "0", "1", "--dry-run", "--out", str(tmp_path / "o")]) == 0
+    assert "dry run: nothing is run" in capsys.readouterr().out
+    assert not list(tmp_path.rglob("*.json"))
+    assert main(["run", "--suite", "smoke", "--only", "dataset=mnist", "--dry-run"]) == 2

@@ -7,10 +7,21 @@ Threads: every benchmark pins torch to one CPU thread (``THREADS``): the workloa
 overhead-bound, and on a shared machine torch's intra-op threads make timings swing by orders of
 magnitude (benchmark/asv/README.md); one thread makes the recorded history comparable.
 """
+import os
+import sys
 import time
 
-import numpy as np
-import torch
+if os.environ.get("FEDREPRO_ASV_ISOLATE"):
+    # benchmark/asv_history.py records an old commit from a worktree (ASV_PYTHONPATH): drop an editable
+    # install's import hooks, which would otherwise fill in the modules that commit does not have with
+    # the installed tree's (a benchmark needing them must fail for that commit, not measure other code)
+    sys.meta_path[:] = [f for f in sys.meta_path if not str(getattr(f, "__module__", "")).startswith("__editable__")]
+    sys.path[:] = [p for p in sys.path if not str(p).startswith("__editable__")]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if "__editable__" not in repr(h)]
+    sys.path_importer_cache.clear()
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 THREADS = 1
 
