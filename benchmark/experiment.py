@@ -192,12 +192,16 @@ class RunResult:
     status: str
     message: str = ""
     model: torch.nn.Module | None = None
+    initial_model: dict | None = None  # {"fingerprint": ...} of the parameters before round 1
 
     def record(self) -> dict:
-        return {"schema": RECORD_SCHEMA, "config": self.config, "config_hash": self.config_hash,
-                "code_version": self.code_version, "environment": self.environment,
-                "partition": self.partition, "history": self.history, "final": self.final,
-                "status": self.status, "message": self.message}
+        rec = {"schema": RECORD_SCHEMA, "config": self.config, "config_hash": self.config_hash,
+               "code_version": self.code_version, "environment": self.environment,
+               "partition": self.partition, "history": self.history, "final": self.final,
+               "status": self.status, "message": self.message}
+        if self.initial_model is not None:
+            rec["initial_model"] = self.initial_model
+        return rec
 
     def to_json(self, indent: int | None = 1) -> str:
         return json.dumps(self.record(), indent=indent, default=_json_default)
@@ -263,6 +267,17 @@ def build_model(exp: Experiment, data: FederatedDataset) -> torch.nn.Module:
     return exp.model(data.input_shape, data.output_dim)
 
 
+def model_fingerprint(module: torch.nn.Module) -> str:
+    """Hash of a model's parameters and buffers (names, shapes, float64 values): runs that share a seed and a
+    model share their initial model, which paired comparisons check (``initial_model`` in the record)."""
+    h = hashlib.sha256()
+    for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.detach().to("cpu", torch.float64).contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 def final_metrics(history: list[dict], wall: float) -> dict:
     evaluated = [h for h in history if h["test_accuracy"] is not None or h["test_loss"] is not None]
     last = evaluated[-1] if evaluated else {}
@@ -293,6 +308,7 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False) -
     if k is not None and k > len(parts):
         raise ValueError(f"clients_per_round={k} exceeds the number of clients ({len(parts)})")
     module = build_model(exp, data).to(device)
+    initial = {"fingerprint": model_fingerprint(module)}
     fmodel = ex.FunctionalModel(module, data.task)
     if fmodel.loss == "squared_hinge" and data.num_classes != 2:
         raise ValueError(f"model {exp.model!r} is a binary squared-hinge SVM: it needs a dataset with 2 classes "
@@ -329,5 +345,5 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False) -
     result = RunResult(config, config_hash(config), code_version(), environment(device), part_info,
                        out.history, {**final_metrics(out.history, time.perf_counter() - t0),
                                      "num_params": fmodel.layout.size}, out.status,
-                       out.message, module.eval())
+                       out.message, module.eval(), initial)
     return result
