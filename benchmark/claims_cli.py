@@ -131,7 +131,8 @@ def _claim_section(c: dict) -> list[str]:
     for x in c["comparisons"]:
         vals = " ".join(_num(v, k, unit) for v in x["values"]) or "-"
         notes = "; ".join(x["problems"] + x["unpaired"] + ([f"diverged: {', '.join(x['diverged'])}"]
-                                                          if x["diverged"] else []))
+                                                          if x["diverged"] else [])
+                          + ([x["uninformative"]] if x.get("uninformative") else []))
         rows.append([_cell(x["statement"]), x["setting"], x["n"], vals, _num(x["mean"], k, unit),
                      f"[{_num(x['lower'], k, unit)}, {_num(x['upper'], k, unit)}]",
                      f"{x['p_support']:.3g} / {x['p_contra']:.3g}", x["side"] or "-",

@@ -189,3 +189,12 @@ def test_planted_worse_learning_rate_is_caught_and_equivalent_methods_are_not():
     assert out["t.bad_matches_good"] == CONTRADICTED
     assert out["t.prox0_beats_avg"] == INCONCLUSIVE and out["t.avg_beats_prox0"] == INCONCLUSIVE
     assert out["t.prox0_matches_avg"] == SUPPORTED
+
+
+def test_no_worse_than_a_model_that_did_not_learn_is_not_supported():
+    chance = [0.1, 0.102, 0.099, 0.1]  # B at chance (10 classes): "A within 1 point of B" says nothing
+    out = judge([claim("toy.vacuous", "noninferior", 0.01)], runs_from(chance, chance))[0]
+    assert out["verdict"] == INCONCLUSIVE and out["reason"].startswith("uninformative")
+    assert out["comparisons"][0]["side"] == "uninformative"
+    learned = [0.8, 0.81, 0.79, 0.8]
+    assert judge([claim("toy.ok", "noninferior", 0.01)], runs_from(learned, learned))[0]["verdict"] == SUPPORTED

@@ -41,7 +41,7 @@ def arm(algorithm: str, name: str | None = None, **args) -> Arm:
 # ---------------------------------------------------------------------------------------------- metrics
 
 
-def _chance(rec: dict) -> float:
+def chance_level(rec: dict) -> float:
     k = (rec.get("partition") or {}).get("statistics", {}).get("num_classes")
     return 1.0 / k if k else 0.0
 
@@ -49,7 +49,7 @@ def _chance(rec: dict) -> float:
 def final_accuracy(rec: dict) -> float:
     """Test accuracy after the last round; a diverged run counts at chance level (1 / number of classes)."""
     if rec["status"] == "diverged":
-        return _chance(rec)
+        return chance_level(rec)
     return float(rec["final"]["test_accuracy"])
 
 
@@ -60,7 +60,7 @@ def mean_accuracy(rec: dict) -> float:
     every, rounds = int(cfg.get("eval_every") or 1), int(cfg["rounds"])
     grid = sorted(set(range(every, rounds + 1, every)) | {rounds})
     acc = {h["round"]: h["test_accuracy"] for h in rec["history"] if h.get("test_accuracy") is not None}
-    chance = _chance(rec)
+    chance = chance_level(rec)
     return float(sum(acc.get(r, chance) for r in grid) / len(grid))
 
 

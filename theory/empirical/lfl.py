@@ -18,10 +18,10 @@ CLAIMS = [
         id="lfl.fig1a.matches_lossless", paper=PAPER, source=_FIG,
         quote="\"LFL algorithm with (q1,q2)=(2,2) performs as good as the fully lossless and LB approaches\" ... "
               "\"without any visible performance degradation\" (no accuracy numbers are printed)",
-        statement="At full participation, LFL's final test accuracy is at most 1 point below the fully lossless "
-                  "scheme's and LB's (non-inferiority, margin 1 point: the paper's \"no visible degradation\"; the "
-                  "margin is ours).",
-        metric="final_accuracy",
+        statement="At full participation, LFL's accuracy curve is at most 1 point below the fully lossless scheme's "
+                  "and LB's: mean test accuracy over the evaluated rounds (the area under the curve: the paper judges "
+                  "\"no visible degradation\" on curves), non-inferiority margin 1 point (ours).",
+        metric="mean_accuracy",
         comparisons=(Comparison("lfl", "lossless", "noninferior", 0.01, SETTING),
                      Comparison("lfl", "lb", "noninferior", 0.01, SETTING))),
     Claim(
@@ -36,8 +36,9 @@ CLAIMS = [
         id="lfl.fig1a.beats_lgm_ltgm", paper=PAPER, source=_FIG,
         quote="\"The advantage of the proposed LFL algorithm over the LTGM and LGM algorithms for the non-iid scenario "
               "can be clearly seen\"",
-        statement="LFL's final test accuracy is higher than LGM's (q1 = 2) and LTGM's (q1 = 50).",
-        metric="final_accuracy",
+        statement="LFL's accuracy curve is above LGM's (q1 = 2) and LTGM's (q1 = 50): a higher mean test accuracy "
+                  "over the evaluated rounds.",
+        metric="mean_accuracy",
         comparisons=(Comparison("lfl", "lgm", "superior", 0.0, SETTING),
                      Comparison("lfl", "ltgm", "superior", 0.0, SETTING))),
 ]
@@ -47,7 +48,7 @@ _LR = {"lr": [0.01, 0.03, 0.1]}
 CPU = CpuScale(
     settings={SETTING: dict(
         dataset="fmnist", model="lfl_cnn_mnist", model_args={"width": 0.25}, partition="labelcnt:1", num_clients=40,
-        local_steps=4, batch_size=50, optimizer="sgd", lr=0.05, rounds=30, eval_every=10, eval_train_samples=2000)},
+        local_steps=4, batch_size=50, optimizer="sgd", lr=0.05, rounds=30, eval_every=5, eval_train_samples=2000)},
     kept=("M = 40 devices, all taking part every round (the setting in which LFL's quantized downlink is used; "
           "with partial participation LFL resends the model and equals LB)",
           "non-iid: one class per device (labelcnt:1, 4 devices per class)", "tau = 4 local steps",

@@ -17,6 +17,10 @@ differences). Neither rejected: INCONCLUSIVE, with the number of seeds a one-sid
 would need to decide with probability ``POWER`` if the true mean difference and its spread were the observed
 ones (``stats.samples_needed_for_bias``): a planning figure, not a promise.
 
+A non-inferiority comparison on accuracy ("A is at most m worse than B") cannot support its claim when B did not
+learn (B's mean accuracy below chance + ``LEARNED``): it is reported as uninformative, as a bound a frozen model
+would also satisfy.
+
 The interval reported per comparison is [lower bound at the support level, upper bound at the contradiction
 level] that Holm's procedure tests this claim at (one-sided bounds).
 """
@@ -28,10 +32,13 @@ import numpy as np
 
 from theory import stats
 
-from .claim import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Claim, Comparison
+from .claim import CONTRADICTED, INCONCLUSIVE, METRICS, SUPPORTED, Claim, Comparison, chance_level
 
 ALPHA = 0.05  # family-wise rate of wrong SUPPORTED (and, separately, wrong CONTRADICTED) verdicts per paper
 POWER = 0.8  # the power behind "seeds needed"
+# "A is no worse than B" says nothing when B did not learn: a non-inferiority comparison on accuracy is only
+# supported when B's mean accuracy is at least this far above chance (1 / number of classes)
+LEARNED = 0.05
 
 
 def pair(comp: Comparison, metric: str, runs_a: dict, runs_b: dict) -> dict:
@@ -55,7 +62,10 @@ def pair(comp: Comparison, metric: str, runs_a: dict, runs_b: dict) -> dict:
             continue
         used.append(s)
         x.append(comp.values(metric, ra, rb))
+    ref = [METRICS[metric][0](runs_b[s]) for s in used]
+    chance = [chance_level(runs_b[s]) for s in used]
     return {"seeds": used, "x": x, "problems": problems, "unpaired": unpaired,
+            "b_mean": float(np.mean(ref)) if ref else None, "chance": max(chance) if chance else None,
             "diverged": sorted({f"{n} seed {s}" for s in used for n, r in ((comp.a, runs_a[s]), (comp.b, runs_b[s]))
                                 if r["status"] == "diverged"})}
 
@@ -81,6 +91,16 @@ def _pvalues(x: list[float], b: float) -> tuple[float, float]:
     p_support = stats.upper_bound(np.asarray(x), b, alpha=ALPHA).p_value
     p_contra = stats.upper_bound(-np.asarray(x), -b, alpha=ALPHA).p_value
     return float(p_support), float(p_contra)
+
+
+def uninformative(comp: Comparison, metric: str, pr: dict) -> str:
+    """Why a comparison cannot support its claim whatever the data (its reference did not learn), or ''."""
+    if comp.test != "noninferior" or METRICS[metric][2] != "points" or pr.get("b_mean") is None:
+        return ""
+    if pr["b_mean"] < pr["chance"] + LEARNED:
+        return (f"{comp.b} did not learn (mean {100 * pr['b_mean']:.1f}% vs chance {100 * pr['chance']:.1f}%): "
+                f"'no worse than {comp.b}' is vacuous")
+    return ""
 
 
 def holm(pvalues: list[float]) -> list[float]:
@@ -127,7 +147,8 @@ def decide(claims: list[Claim], paired: dict[str, list[dict]], alpha: float = AL
         rows = []
         for comp, pr in zip(c.comparisons, paired[c.id]):
             ps, pc = _pvalues(pr["x"], comp.boundary)
-            rows.append({"p_support": ps, "p_contra": pc})
+            vacuous = uninformative(comp, c.metric, pr)
+            rows.append({"p_support": 1.0 if vacuous else ps, "p_contra": pc, "uninformative": vacuous})
         per.append(rows)
         sup.append(max(r["p_support"] for r in rows))
         con.append(min(1.0, len(rows) * min(r["p_contra"] for r in rows)))
@@ -145,6 +166,8 @@ def decide(claims: list[Claim], paired: dict[str, list[dict]], alpha: float = AL
             mean = float(np.mean(x)) if x else None
             side = None if mean is None else ("supports" if lo is not None and lo > b else
                                               "contradicts" if hi is not None and hi < b else "undecided")
+            if pv["uninformative"] and side == "supports":
+                side = "uninformative"
             n_more = None
             if side == "undecided":
                 n_more = seeds_needed(x, b, level_s if mean > b else level_c)
@@ -154,12 +177,16 @@ def decide(claims: list[Claim], paired: dict[str, list[dict]], alpha: float = AL
                           "values": x, "mean": mean, "sd": float(np.std(x, ddof=1)) if len(x) > 1 else None,
                           "n": len(x), "lower": lo, "upper": hi, "level_support": level_s,
                           "level_contra": level_c, "p_support": pv["p_support"], "p_contra": pv["p_contra"],
-                          "side": side, "seeds_needed": n_more, "problems": pr["problems"],
+                          "side": side, "seeds_needed": n_more, "uninformative": pv["uninformative"],
+                          "reference_mean": pr["b_mean"], "chance": pr["chance"], "problems": pr["problems"],
                           "unpaired": pr["unpaired"], "diverged": pr["diverged"]})
+        vacuous = [pv["uninformative"] for pv in per[i] if pv["uninformative"]]
         decided = [s for s in needed if s is not None]
         out.append({"verdict": verdict, "p_support": sup[i], "p_contra": con[i], "p_support_holm": sup_adj[i],
                     "p_contra_holm": con_adj[i], "comparisons": comps,
                     "seeds_needed": (max(decided) if decided and len(decided) == len(needed) else None)
                     if verdict == INCONCLUSIVE else None,
-                    "undecidable": verdict == INCONCLUSIVE and any(s is None for s in needed)})
+                    "undecidable": verdict == INCONCLUSIVE and any(s is None for s in needed),
+                    **({"reason": "uninformative: " + "; ".join(vacuous)} if vacuous and verdict == INCONCLUSIVE
+                       else {})})
     return out
