@@ -84,8 +84,11 @@ def _paper_section(p: dict) -> list[str]:
     from tabulate import tabulate
 
     sc = p["scale"]
+    cells = {k: v for k, v in p["cells"].items() if k != "cell_seconds"}
     md = [f"## {p['title']}", "", f"Scale: **{sc['scale']}**" + (f", suite `{sc['suite']}`" if "suite" in sc else "")
-          + f"; {p['seconds']:.0f} s; cells: " + ", ".join(f"{k} {v}" for k, v in sorted(p["cells"].items())) + ".", ""]
+          + f"; the cells' runs took {p['cells'].get('cell_seconds', 0) / 60:.1f} min in all (summed, as recorded); "
+          f"this invocation {p['seconds']:.0f} s; cells now: " + ", ".join(f"{k} {v}" for k, v in sorted(cells.items()))
+          + ".", ""]
     if sc.get("kept"):
         md += ["Kept from the paper: " + "; ".join(sc["kept"]) + ".", "", "Reductions (paper -> here):", ""]
         md += [f"- {r}" for r in sc["reductions"]] + [""]
@@ -156,7 +159,9 @@ def write_report(papers: list[dict], folder: Path, meta: dict) -> dict:
     md = [f"# Empirical claims report ({version['package']})", "",
           f"Code {version['git_commit'] or '?'}{' (dirty)' if version['git_dirty'] else ''}. {len(claims)} claims: "
           + ", ".join(f"{n} {v}" for v, n in counts.items()) + ". "
-          f"Wall time {meta['wall_seconds'] / 60:.1f} min on {meta['cpus']} CPU(s), backend {meta['backend']}"
+          f"The cells' runs took {sum(p['cells'].get('cell_seconds', 0) for p in papers) / 60:.1f} min summed over "
+          f"cells (as recorded, each in one process). This invocation: {meta['wall_seconds'] / 60:.1f} min on "
+          f"{meta['cpus']} CPU(s), backend {meta['backend']}"
           f" (jobs {meta['jobs']}); load average {meta['load_start']} at the start and {meta['load_end']} at the end "
           f"(other jobs on the machine)." + (f" {meta['note']}" if meta.get("note") else ""), "",
           "Each claim is a paper's empirical statement with a metric, a margin and a direction, tested on paired "

@@ -63,6 +63,7 @@ def run_cpu(paper, scale: CpuScale, folder: Path, backend: str, jobs, progress: 
                                 desc=f"{paper.PAPER}: final runs")
     counts = {s: counts.get(s, 0) + c2.get(s, 0) for s in set(counts) | set(c2)}
     recs = _records(folder)
+    counts["cell_seconds"] = cell_seconds(recs, tune_exps + [e for k in pairs for e in finals[k]])
     runs = {k: {e.seed: recs.get(e.config_hash()) for e in finals[k]} for k in pairs}
     runs = {k: {s: r for s, r in v.items() if r is not None} for k, v in runs.items()}
     summary = {f"{s} / {a}": {"choice": t["choice"], "chosen_index": t["chosen_index"], "complete": t["complete"],
@@ -90,10 +91,18 @@ def run_full(paper, scale: FullScale, results_root, version, backend: str, jobs,
         counts = runner.run_experiments([e for k in pairs for e in picked[k]], folder, backend, jobs,
                                         progress=progress, desc=f"{paper.PAPER}: {suite.name} cells")
     recs = _records(folder) if folder.is_dir() else {}
+    counts = {**counts, "cell_seconds": cell_seconds(recs, [e for k in pairs for e in picked[k]])}
     runs = {k: {e.seed: recs[e.config_hash()] for e in picked[k] if e.config_hash() in recs} for k in pairs}
     summary = {f"{s} / {a}": {"suite": suite.name, "cells": len(picked[(s, a)]),
                              "with_records": len(runs[(s, a)])} for s, a in pairs}
     return runs, summary, counts
+
+
+def cell_seconds(recs: dict, exps) -> float:
+    """Summed wall time of the cells' runs as recorded (each in one process): what the claims cost, whenever the
+    report is written (a resumed run skips finished cells)."""
+    return float(sum((recs.get(e.config_hash()) or {}).get("final", {}).get("wall_time") or 0.0
+                     for e in {e.config_hash(): e for e in exps}.values()))
 
 
 def run_paper(paper, scale: str = "cpu", results_root="results", version: str | None = None,
