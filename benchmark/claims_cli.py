@@ -166,7 +166,8 @@ def write_report(papers: list[dict], folder: Path, meta: dict) -> dict:
           f"(other jobs on the machine)." + (f" {meta['note']}" if meta.get("note") else ""), "",
           "Each claim is a paper's empirical statement with a metric, a margin and a direction, tested on paired "
           "runs (the same seed gives every method the same partition, initial model, client sampling and minibatch "
-          "order; checked from the records). SUPPORTED: the paired one-sided test rejects \"the claim is false\"; "
+          "order: the partition and the initial model are checked from the records' fingerprints, the sampling and "
+          "batch streams are keyed by the seed alone in benchmark/engine.py). SUPPORTED: the paired one-sided test rejects \"the claim is false\"; "
           "CONTRADICTED: it rejects \"the claim is true\"; INCONCLUSIVE: neither (the report says how many seeds "
           "would decide). Holm's procedure over each paper's claims keeps the rate of any wrong SUPPORTED verdict per "
           "paper at 0.05, and likewise for CONTRADICTED (theory/empirical/paired.py). Every method gets the same "

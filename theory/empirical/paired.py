@@ -1,7 +1,8 @@
 """The paired test behind the empirical verdicts, with Holm's correction over the claims of a paper.
 
 Per comparison (``claim.Comparison``), the per-seed values x_s of runs that share the seed (so the partition,
-the initial model, the client sampling and the minibatch order; checked from the records' fingerprints) are
+the initial model, the client sampling and the minibatch order; the first two are checked from the records'
+fingerprints, the last two come from streams keyed by the seed alone, benchmark/engine.py) are
 tested with ``theory.stats.upper_bound`` (one-sided Student t and Hall's skewness-corrected t, rejecting only
 when both reject: ``method="conservative"``) in both directions against the boundary b:
 
