@@ -59,7 +59,7 @@ def _plot(c: dict, path: Path) -> None:
                        label="per seed" if i == 0 else None)
         if x["lower"] is not None:
             ax.plot([k * x["lower"], k * x["upper"]], [y, y], color="C0", lw=2.5, zorder=2,
-                    label="interval (Holm levels)" if i == 0 else None)
+                    label="t interval (Holm levels)" if i == 0 else None)
         if x["mean"] is not None:
             ax.scatter([k * x["mean"]], [y], marker="D", color="C3", s=30, zorder=4, label="mean" if i == 0 else None)
         ax.plot([k * x["boundary"]] * 2, [y - 0.35, y + 0.35], color="k", ls="--", lw=1)
@@ -133,14 +133,17 @@ def _claim_section(c: dict) -> list[str]:
     rows = []
     for x in c["comparisons"]:
         vals = " ".join(_num(v, k, unit) for v in x["values"]) or "-"
+        skew = x.get("skewness")
         notes = "; ".join(x["problems"] + x["unpaired"] + ([f"diverged: {', '.join(x['diverged'])}"]
                                                           if x["diverged"] else [])
-                          + ([x["uninformative"]] if x.get("uninformative") else []))
+                          + ([x["uninformative"]] if x.get("uninformative") else [])
+                          + ([f"skewness {skew:+.1f}: the level is approximate"] if skew is not None and abs(skew) > 1
+                             else []))
         rows.append([_cell(x["statement"]), x["setting"], x["n"], vals, _num(x["mean"], k, unit),
                      f"[{_num(x['lower'], k, unit)}, {_num(x['upper'], k, unit)}]",
                      f"{x['p_support']:.3g} / {x['p_contra']:.3g}", x["side"] or "-",
                      x["seeds_needed"] if x["seeds_needed"] is not None else "", _cell(notes)])
-    md += [tabulate(rows, headers=["comparison", "setting", "seeds", "per seed", "mean", "interval",
+    md += [tabulate(rows, headers=["comparison", "setting", "seeds", "per seed", "mean", "t interval",
                                    "p support / contra", "this comparison", "seeds needed", "notes"],
                     tablefmt="github"), "", f"![{c['id']}]({c['id']}.png)", ""]
     return md
