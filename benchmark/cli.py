@@ -343,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     import importlib
     import importlib.util
 
-    for mod_name in ("theory_cli", "bench", "report", "validate"):  # subcommands living in their own modules
+    for mod_name in ("theory_cli", "bench", "report", "validate", "tune_cli", "claims_cli"):  # subcommands in their own modules
         if importlib.util.find_spec(f"benchmark.{mod_name}") is not None:
             importlib.import_module(f"benchmark.{mod_name}").add_parser(sub)
     return p

@@ -282,12 +282,16 @@ class RunResult:
     model: torch.nn.Module | None = None
     #: how the run was executed: the executor and why it was chosen (``benchmark.cost``)
     execution: dict = field(default_factory=dict)
+    initial_model: dict | None = None  # {"fingerprint": ...} of the parameters before round 1
 
     def record(self) -> dict:
-        return {"schema": RECORD_SCHEMA, "config": self.config, "config_hash": self.config_hash,
-                "code_version": self.code_version, "environment": self.environment,
-                "partition": self.partition, "history": self.history, "final": self.final,
-                "status": self.status, "message": self.message, "execution": self.execution}
+        rec = {"schema": RECORD_SCHEMA, "config": self.config, "config_hash": self.config_hash,
+               "code_version": self.code_version, "environment": self.environment,
+               "partition": self.partition, "history": self.history, "final": self.final,
+               "status": self.status, "message": self.message, "execution": self.execution}
+        if self.initial_model is not None:
+            rec["initial_model"] = self.initial_model
+        return rec
 
     def to_json(self, indent: int | None = 1) -> str:
         return json.dumps(self.record(), indent=indent, default=_json_default)
@@ -362,6 +366,17 @@ def build_model(exp: Experiment, data: FederatedDataset) -> torch.nn.Module:
     return exp.model(data.input_shape, data.output_dim)
 
 
+def model_fingerprint(module: torch.nn.Module) -> str:
+    """Hash of a model's parameters and buffers (names, shapes, float64 values): runs that share a seed and a
+    model share their initial model, which paired comparisons check (``initial_model`` in the record)."""
+    h = hashlib.sha256()
+    for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.detach().to("cpu", torch.float64).contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 def final_metrics(history: list[dict], wall: float) -> dict:
     evaluated = [h for h in history if h["test_accuracy"] is not None or h["test_loss"] is not None]
     last = evaluated[-1] if evaluated else {}
@@ -396,6 +411,7 @@ class Prepared:
     executor: str
     device: torch.device
     execution: dict = field(default_factory=dict)  # the executor choice and its reason (benchmark.cost)
+    initial_model: dict = field(default_factory=dict)  # {"fingerprint": ...} of the seeded initial model
 
 
 def prepare(exp: Experiment, data: FederatedDataset | None = None) -> Prepared:
@@ -409,6 +425,7 @@ def prepare(exp: Experiment, data: FederatedDataset | None = None) -> Prepared:
     if k is not None and k > len(parts):
         raise ValueError(f"clients_per_round={k} exceeds the number of clients ({len(parts)})")
     module = build_model(exp, data).to(device)
+    initial = {"fingerprint": model_fingerprint(module)}
     fmodel = ex.FunctionalModel(module, data.task)
     if fmodel.loss == "squared_hinge" and data.num_classes != 2:
         raise ValueError(f"model {exp.model!r} is a binary squared-hinge SVM: it needs a dataset with 2 classes "
@@ -417,7 +434,7 @@ def prepare(exp: Experiment, data: FederatedDataset | None = None) -> Prepared:
     choice = choose_executor(exp, fmodel, data, parts, alg.vectorizable, device)
     opt = optim.make(exp.optimizer, exp.momentum, exp.weight_decay)
     return Prepared(data, parts, part_info, module, fmodel, alg, exp.loop_config(), opt, choice.executor, device,
-                    choice.record())
+                    choice.record(), initial)
 
 
 def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False, *,
@@ -475,7 +492,8 @@ def make_result(exp: Experiment, p: Prepared, out: engine.LoopResult, wall: floa
         env["threads_rule"] = threads_rule
     return RunResult(config, config_hash(config), code_version(), env, p.partition,
                      out.history, {**final_metrics(out.history, wall), "num_params": p.fmodel.layout.size},
-                     out.status, out.message, module.eval(), execution)
+                     out.status, out.message, module.eval(), execution,
+                     {"fingerprint": config["init_fingerprint"]} if init is not None else p.initial_model)
 
 
 def choose_executor(exp: Experiment, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list,

@@ -37,7 +37,8 @@ from .experiment import (Experiment, Threads, choose_threads, code_version, conf
 
 SUITES_DIR = Path(__file__).parent / "suites"
 _TOP_KEYS = {"name", "description", "paper", "requires", "metric", "defaults", "matrix", "override", "reference",
-             "notes"}
+             "notes", "scale"}
+SCALES = ("paper", "reduced")  # "paper": the paper's own setting, its numbers are comparable; else orientation only
 _FIELDS = {f.name for f in dataclasses.fields(Experiment)}
 FINISHED = ("ok", "diverged")  # statuses that are not run again; "failed" cells are retried
 
@@ -72,6 +73,7 @@ class Suite:
     paper: str | None = None
     requires: str = "cpu"
     notes: dict = field(default_factory=dict)
+    scale: str = "reduced"
 
 
 def suite_names() -> list[str]:
@@ -135,6 +137,9 @@ def load_suite(name_or_path: str) -> Suite:
         raise SuiteError(f"{where}: unknown top-level key(s) {sorted(unknown)}; valid: {sorted(_TOP_KEYS)}")
     if raw.get("name", path.stem) != path.stem:
         raise SuiteError(f"{where}: name {raw.get('name')!r} must equal the file name {path.stem!r}")
+    if raw.get("scale", "reduced") not in SCALES:
+        raise SuiteError(f"{where}: scale must be one of {SCALES} (\"paper\": the paper's own setting, so its "
+                         f"references are comparable), got {raw.get('scale')!r}")
     defaults = raw.get("defaults", {})
     _check_fields(defaults, f"{where} [defaults]")
     matrix = raw.get("matrix", {})
@@ -183,7 +188,7 @@ def load_suite(name_or_path: str) -> Suite:
     if not cells:
         raise SuiteError(f"{where}: the suite has no cells ([matrix] is empty)")
     return Suite(path.stem, path, raw.get("description", ""), cells, refs, raw.get("metric", "test_accuracy"),
-                 raw.get("paper"), raw.get("requires", "cpu"), raw.get("notes", {}))
+                 raw.get("paper"), raw.get("requires", "cpu"), raw.get("notes", {}), raw.get("scale", "reduced"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -278,28 +283,47 @@ def run_suite(suite: Suite, backend: str = "local", jobs: int | str | None = Non
     chosen per kind of cell from the device; 1: every cell alone). Batched jobs run in this process;
     the cells left alone go to ``backend``.
     """
-    if backend not in BACKENDS:
-        raise SuiteError(f"unknown backend {backend!r}; choose local, process or ray")
-    check_jobs(jobs)
     _check_how(suite, device, executor)
-    out_dir = results_dir(results_root, suite.name)
-    store.check_writable_folder(out_dir, "results folder")
-    store.clean_stale_temps(out_dir)
-    todo, skipped = pending_cells(suite, out_dir)
     exps = []
-    for c in todo:
+    for c in suite.cells:
         e = c.experiment
         if device:
             e = dataclasses.replace(e, device=device)
         if executor:
             e = dataclasses.replace(e, executor=executor)
         exps.append(e)
+    return run_experiments(exps, results_dir(results_root, suite.name), backend, jobs, address, progress,
+                           f"suite {suite.name}", group_runs=group_runs, device=device)
+
+
+def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend: str = "local",
+                    jobs: int | str | None = None, address: str | None = None, progress: bool = True,
+                    desc: str = "cells", group_runs: int | None = 1, device: str | None = None) -> dict:
+    """Run every experiment in ``exps`` that has no finished record in ``out_dir`` (resumable, as a suite);
+    return counts by status ("skipped" = already finished). Suites, ``fedrepro tune`` and the empirical
+    claims all run their cells through here. Unreadable records are moved aside first (their cells run
+    again); ``group_runs`` and ``device`` as in ``run_suite``."""
+    if backend not in BACKENDS:
+        raise SuiteError(f"unknown backend {backend!r}; choose local, process or ray")
+    check_jobs(jobs)
+    out_dir = Path(out_dir)
+    store.check_writable_folder(out_dir, "results folder")
+    store.clean_stale_temps(out_dir)
+    done_status = {rec["config_hash"]: rec["status"] for rec in store.read_records(out_dir, quarantine=True)}
+    todo, seen = [], set()
+    for e in exps:
+        h = e.config_hash()
+        if done_status.get(h) not in FINISHED and h not in seen:
+            todo.append(e)
+        seen.add(h)
+    skipped = len(seen) - len(todo)
+    exps = todo
     counts = {"skipped": skipped, "ok": 0, "diverged": 0, "failed": 0}
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(suite.cells), initial=skipped, desc=f"suite {suite.name}", unit="cell")
+        bar = tqdm(total=len(seen), initial=skipped, desc=desc, unit="cell")
 
     def done(summary):
         counts[summary["status"]] = counts.get(summary["status"], 0) + 1
