@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import store
-from .experiment import code_version, environment
+from .. import store
+from ..experiment import code_version, environment
 
 CLAIM_VERDICTS = ("SUPPORTED", "CONTRADICTED", "INCONCLUSIVE")
 
