@@ -90,10 +90,23 @@ def ensure_machine(machine: str, conf: Path) -> None:
         _asv("machine", "--yes", "--machine", machine, "--config", str(conf))
 
 
-def record(branch: str, machine: str, limit: int | None, dry_run: bool, bench: str | None) -> int:
+def spread(items: list, n: int) -> list:
+    """``n`` items evenly spaced over ``items`` (first and last included), in order."""
+    if n >= len(items):
+        return list(items)
+    if n <= 1:
+        return items[-1:]
+    step = (len(items) - 1) / (n - 1)
+    return [items[round(i * step)] for i in range(n)]
+
+
+def record(branch: str, machine: str, limit: int | None, dry_run: bool, bench: str | None,
+           sample: int | None = None) -> int:
     todo = [c for c in commits(branch) if c not in recorded(machine)]
     if limit is not None:
         todo = todo[-limit:]
+    if sample is not None:
+        todo = spread(todo, sample)
     print(f"{len(todo)} commit(s) to record for machine {machine!r}"
           + (f": {' '.join(c[:8] for c in todo)}" if todo else ""), flush=True)
     if dry_run or not todo:
@@ -176,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--branch", default="HEAD")
     r.add_argument("--machine", default=DEFAULT_MACHINE)
     r.add_argument("--limit", type=int, help="only the newest N missing commits")
+    r.add_argument("--sample", type=int, help="only N of the missing commits, evenly spaced over the history "
+                   "(the oldest and the newest included): a coarse history first, filled in by later calls")
     r.add_argument("--bench", help="only benchmarks matching this regular expression")
     r.add_argument("--dry-run", action="store_true", help="list the commits that would be recorded")
     g = sub.add_parser("plot", help="plot the ratio benchmarks over the recorded commits")
@@ -184,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--out", default=str(ROOT / "results" / "perf" / "asv-history.png"))
     a = p.parse_args(argv)
     if a.cmd == "record":
-        return record(a.branch, a.machine, a.limit, a.dry_run, a.bench)
+        return record(a.branch, a.machine, a.limit, a.dry_run, a.bench, a.sample)
     print(plot(a.machine, a.branch, Path(a.out)))
     return 0
 

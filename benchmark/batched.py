@@ -15,7 +15,6 @@ operator built from it) must be equal across a group. Non-float fields always mu
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -23,7 +22,9 @@ from functools import lru_cache
 import torch
 
 import algorithms
-from algorithms.base import Message, stack_trees, tree_map
+from algorithms.base import stack_trees, tree_map
+
+from .executors import batched_local_update
 
 #: Experiment fields that must be equal inside a group (the others: seed, partition, lr, lr_decay,
 #: eval_every, eval_train_samples, algorithm_args' tensor fields, and how-to-run fields)
@@ -43,23 +44,6 @@ def _float_fields(cls) -> list[str]:
     hp = cls.Hyper()
     return [f.name for f in dataclasses.fields(hp)
             if isinstance(getattr(hp, f.name), float) and not isinstance(getattr(hp, f.name), bool)]
-
-
-def _tensor_hyper(hp, values: dict):
-    """A copy of the frozen dataclass ``hp`` with ``values`` (tensors) set, without running its
-    ``__init__``/``__post_init__`` (checks on values belong to the real, per-run instances)."""
-    new = copy.copy(hp)
-    for k, v in values.items():
-        object.__setattr__(new, k, v)
-    return new
-
-
-def batched_local_update(alg, ctx, downlink: Message, client_state, hyper: dict):
-    """``alg.local_update`` with the numeric hyperparameters ``hyper`` (0-d tensors) in place of its own."""
-    if hyper:
-        alg = copy.copy(alg)
-        alg.hp = _tensor_hyper(alg.hp, hyper)
-    return alg.local_update(ctx, downlink, client_state)
 
 
 def _probe_values(cls, name: str) -> tuple | None:

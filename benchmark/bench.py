@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import datetime
 import gc
-import json
-import math
 import os
 import platform
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -480,20 +477,24 @@ def write_profiles(cfgs: list, device, path: str, runs: int, quick: bool, log=No
 # Running a set of configurations
 
 
-def configs_from_args(a) -> list[Config]:
-    presets = list(PRESETS) if a.preset == "all" else [a.preset]
-    if a.clients < 1 or a.batch_size < 1:
+def make_configs(preset: str = "fmnist_cnn", models: tuple[str, ...] | None = None, clients: int = 10,
+                 batch_size: int = 64, local_steps: int | None = None, quick: bool = False,
+                 seed: int = 0) -> list[Config]:
+    """The configurations to measure: each preset's models (or ``models``), ``preset`` "all" for every one."""
+    if preset != "all" and preset not in PRESETS:
+        raise BenchError(f"unknown preset {preset!r}; choose {', '.join([*PRESETS, 'all'])}")
+    presets = list(PRESETS) if preset == "all" else [preset]
+    if clients < 1 or batch_size < 1:
         raise BenchError("--clients and --batch-size must be >= 1")
-    if a.local_steps is not None and a.local_steps < 1:
+    if local_steps is not None and local_steps < 1:
         raise BenchError("--local-steps must be >= 1")
     out = []
     for name in presets:
         p = PRESETS[name]
-        model_names = p.models if not a.model else tuple(m.strip() for m in a.model.split(",") if m.strip())
-        steps = a.local_steps or (p.quick_local_steps if a.quick else p.local_steps)
-        for model in model_names:
-            out.append(Config(name, model, p.input_shape, p.num_classes, a.clients, a.batch_size, steps,
-                              samples_per_client=4 * a.batch_size, seed=a.seed))
+        steps = local_steps or (p.quick_local_steps if quick else p.local_steps)
+        for model in models or p.models:
+            out.append(Config(name, model, p.input_shape, p.num_classes, clients, batch_size, steps,
+                              samples_per_client=4 * batch_size, seed=seed))
     return out
 
 
@@ -507,33 +508,39 @@ def evaluate_targets(device_type: str, summaries: list[dict]) -> list[dict]:
     return out
 
 
-def run_bench(a, log=None) -> dict:
+def run_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None = None, device: str = "auto",
+              clients: int = 10, batch_size: int = 64, local_steps: int | None = None, repeats: int | None = None,
+              warmup: int | None = None, threads: int | None = None, seed: int = 0, quick: bool = False,
+              runs: int = 6, profile: str | None = None, log=None) -> dict:
+    """Measure the configurations of ``make_configs`` on ``device`` (the flags of ``fedrepro bench``, as plain
+    values): executors, the limit, the auto choice and, with ``runs`` > 0, batched runs. ``threads``: torch's
+    CPU threads while measuring (restored after); ``profile``: also write torch.profiler tables to this file."""
     import torch
 
-    device = resolve_device(a.device)
-    if a.threads is not None and a.threads < 1:
+    dev = resolve_device(device)
+    if threads is not None and threads < 1:
         raise BenchError("--threads must be >= 1")
+    if runs < 0:
+        raise BenchError("--runs must be >= 0")
+    if repeats is not None and repeats < 1:
+        raise BenchError("--repeats must be >= 1")
+    if warmup is not None and warmup < 0:
+        raise BenchError("--warmup must be >= 0")
+    cfgs = make_configs(preset, models, clients, batch_size, local_steps, quick, seed)
     threads_before = torch.get_num_threads()
-    if a.threads is not None:
-        torch.set_num_threads(a.threads)
+    if threads is not None:
+        torch.set_num_threads(threads)
     try:
-        return _run_bench(a, device, log)
+        return _run_bench(cfgs, dev, repeats or (3 if quick else 5), 1 if warmup is None else warmup, quick, runs,
+                          profile, log)
     finally:
         torch.set_num_threads(threads_before)  # leave the process as it was (tests, notebooks)
 
 
-def _run_bench(a, device, log) -> dict:
+def _run_bench(cfgs: list[Config], device, repeats: int, warmup: int, quick: bool, runs_n: int,
+               profile: str | None, log) -> dict:
     import torch
 
-    if getattr(a, "runs", 0) < 0:
-        raise BenchError("--runs must be >= 0")
-    if a.repeats is not None and a.repeats < 1:
-        raise BenchError("--repeats must be >= 1")
-    if a.warmup is not None and a.warmup < 0:
-        raise BenchError("--warmup must be >= 0")
-    repeats = a.repeats or (3 if a.quick else 5)
-    warmup = a.warmup if a.warmup is not None else 1
-    cfgs = configs_from_args(a)
     from . import models
 
     for c in cfgs:
@@ -554,12 +561,12 @@ def _run_bench(a, device, log) -> dict:
                 f"{c.local_steps} local steps on {device}")
         summaries.append(measure(c, device, repeats, warmup, log).summary())
     runs = []
-    if a.runs:
+    if runs_n:
         for c in cfgs:
             if log is not None:
-                log(f"measuring batched runs {c.preset}/{c.model}: {a.runs} cells x {c.clients} clients x batch "
-                    f"{c.batch_size} x {c.local_steps} local steps x {RUN_ROUNDS[a.quick]} rounds on {device}")
-            runs.append(measure_runs(c, device, a.runs, RUN_ROUNDS[a.quick], repeats, warmup, log))
+                log(f"measuring batched runs {c.preset}/{c.model}: {runs_n} cells x {c.clients} clients x batch "
+                    f"{c.batch_size} x {c.local_steps} local steps x {RUN_ROUNDS[quick]} rounds on {device}")
+            runs.append(measure_runs(c, device, runs_n, RUN_ROUNDS[quick], repeats, warmup, log))
     from .experiment import code_version
 
     head = summaries[0]
@@ -568,7 +575,7 @@ def _run_bench(a, device, log) -> dict:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": str(device), "device_name": _device_name(device),
         "torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads(),
-        "quick": bool(a.quick), "repeats": repeats, "warmup": warmup,
+        "quick": bool(quick), "repeats": repeats, "warmup": warmup,
         "load_average_before": load_before, "load_average_after": _load(),
         "wall_seconds": time.perf_counter() - t0,
         "code_version": code_version(),
@@ -583,8 +590,8 @@ def _run_bench(a, device, log) -> dict:
     }
     if runs:
         result["round_overhead_seconds"] = round_overhead(result)
-    if getattr(a, "profile", None):
-        result["profile"] = write_profiles(cfgs, device, a.profile, a.runs, a.quick, log)
+    if profile:
+        result["profile"] = write_profiles(cfgs, device, profile, runs_n, quick, log)
     return result
 
 
@@ -635,51 +642,3 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def cmd_bench(a) -> int:
-    log = None if a.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    try:
-        result = run_bench(a, log)
-    except (BenchError, ValueError) as e:  # ValueError: e.g. a model that does not fit the preset's inputs
-        print(f"fedrepro bench: {e}", file=sys.stderr)
-        return 2
-    text = json.dumps(result, indent=1)
-    if a.out:
-        d = os.path.dirname(os.path.abspath(a.out))
-        os.makedirs(d, exist_ok=True)
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
-        print(f"wrote {a.out}", file=sys.stderr)
-    print(text if a.json else table(result))
-    ok = all(math.isfinite(s["vectorized_over_sequential"]) for s in result["configs"])
-    return 0 if ok else 1
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "bench", help="throughput: vectorized vs sequential executor, and the centralized limit",
-        description="Measures, in one process and on the same work, one FedAvg round of the sequential and "
-                    "the vectorized executor and centralized training on the same samples (the limit), and "
-                    "prints throughputs and ratios. Presets: "
-                    + "; ".join(f"{k}: {v.about} (local steps {v.local_steps}, --quick {v.quick_local_steps})"
-                                for k, v in PRESETS.items()) + ".")
-    p.add_argument("--preset", choices=[*PRESETS, "all"], default="fmnist_cnn",
-                   help="configuration(s) to measure (default fmnist_cnn)")
-    p.add_argument("--model", help="model name(s), comma-separated, replacing the preset's models "
-                                    "(default: fmnist_cnn -> fedbat_cnn; digits -> logreg,mlp)")
-    p.add_argument("--device", default="auto", help="cpu | cuda | auto (default auto)")
-    p.add_argument("--clients", type=int, default=10, help="clients per round (default 10)")
-    p.add_argument("--batch-size", type=int, default=64, help="local batch size (default 64)")
-    p.add_argument("--local-steps", type=int, help="local steps per round (default: the preset's)")
-    p.add_argument("--repeats", type=int, help="timed repeats, median reported (default 5; --quick 3)")
-    p.add_argument("--warmup", type=int, help="untimed warm-up rounds per method (default 1)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's default)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic data and model (default 0)")
-    p.add_argument("--quick", action="store_true", help="fewer local steps and repeats (under a minute on a "
-                                                       "2-core CPU)")
-    p.add_argument("--runs", type=int, default=6, help="cells in the batched-runs measurement (3 seeds x 2 "
-                                                        "learning rates for 6; default 6; 0 skips it)")
-    p.add_argument("--profile", metavar="FILE", help="also write torch.profiler tables (one vectorized round, one "
-                                                      "limit round, one batched job per model) to FILE")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    p.add_argument("--out", help="also write the JSON object to this file")
-    p.set_defaults(func=cmd_bench)

@@ -33,6 +33,27 @@ from algorithms.base import (Algorithm, CounterRng, Message, ParamLayout, splitm
 EXECUTORS = ("sequential", "vectorized")
 
 
+
+# Batched runs' hyperparameters (benchmark.batched): a run's numeric hyperparameters as 0-d tensors
+
+
+def _tensor_hyper(hp, values: dict):
+    """A copy of the frozen dataclass ``hp`` with ``values`` (tensors) set, without running its
+    ``__init__``/``__post_init__`` (checks on values belong to the real, per-run instances)."""
+    new = copy.copy(hp)
+    for k, v in values.items():
+        object.__setattr__(new, k, v)
+    return new
+
+
+def batched_local_update(alg, ctx, downlink: Message, client_state, hyper: dict):
+    """``alg.local_update`` with the numeric hyperparameters ``hyper`` (0-d tensors) in place of its own."""
+    if hyper:
+        alg = copy.copy(alg)
+        alg.hp = _tensor_hyper(alg.hp, hyper)
+    return alg.local_update(ctx, downlink, client_state)
+
+
 class Batch(NamedTuple):
     x: torch.Tensor
     y: torch.Tensor
@@ -536,8 +557,6 @@ class VectorizedExecutor:
 
     def run_many(self, alg: Algorithm, fmodel: FunctionalModel, x, y, runs: list[RunRound], optimizer,
                  round_: int, *, record: bool = False) -> list[RoundOutput]:
-        from .batched import batched_local_update
-
         dev = x.device
         jobs = [j for r in runs for j in r.jobs]
         k = len(jobs)

@@ -21,7 +21,6 @@ import os
 import sys
 import time
 import traceback
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,8 +31,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from . import lifeline, store
 from .experiment import DICT_FIELDS as _DICT_FIELDS
-from .experiment import (Experiment, Threads, choose_threads, code_version, config_hash, load_warning,
-                         usable_cpus)
+from .experiment import (Experiment, Threads, choose_threads, code_version, config_hash, usable_cpus)
 
 SUITES_DIR = Path(__file__).parent / "suites"
 _TOP_KEYS = {"name", "description", "paper", "requires", "metric", "defaults", "matrix", "override", "reference",
@@ -448,40 +446,6 @@ def _run_ray(exps: list[Experiment], out_dir: str, address: str | None, done) ->
             ray.shutdown()
 
 
-def main_run_suite(a) -> int:
-    """``fedrepro run --suite NAME``."""
-    try:
-        suite = select_cells(load_suite(a.suite), getattr(a, "only", None))
-    except SuiteError as e:
-        print(f"fedrepro: {e}", file=sys.stderr)
-        return 2
-    out_dir = results_dir(a.results, suite.name)
-    print(f"suite {suite.name}: {len(suite.cells)} cells -> {out_dir}", file=sys.stderr)
-    high_load = load_warning()
-    if high_load:
-        print(f"fedrepro: warning: {high_load}", file=sys.stderr)
-    try:
-        counts = run_suite(suite, a.backend, a.jobs, a.results, a.address, progress=not a.no_progress,
-                           device=a.device, executor=a.executor, group_runs=cli_group_runs(a))
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: finished cells are kept in {out_dir}; run the same command again to resume",
-              file=sys.stderr)
-        return 130
-    except (SuiteError, store.StoreError) as e:
-        print(f"fedrepro: {e}", file=sys.stderr)
-        return 2
-    except BrokenProcessPool as e:
-        print(f"fedrepro: a worker process died ({e}); was it killed, or out of memory? Finished cells are "
-              f"kept in {out_dir}; run the same command again to resume", file=sys.stderr)
-        return 1
-    print(f"suite {suite.name}: " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=sys.stderr)
-    from . import report
-
-    paths = report.write_report(suite, out_dir)
-    print(paths["markdown"].read_text())
-    return 0 if counts.get("failed", 0) == 0 else 1
-
-
 # --------------------------------------------------------------------------------------------------
 # Batched runs and the dry run (issue 14)
 
@@ -533,34 +497,6 @@ def plan_suite(suite: Suite, results_root: str = "results", device: str | None =
             "to_run": len(todo), "jobs": len(groups), "device": dev_type, "rows": rows,
             "seconds": None if any(t is None for t in total) else sum(total), "seconds_alone": alone_s,
             "bench": bench.get("_path") if bench else None}
-
-
-def main_dry_run(a) -> int:
-    """``fedrepro run --suite NAME --dry-run``: what would run, batched how, and how long."""
-    from tabulate import tabulate
-
-    from . import cost
-
-    try:
-        suite = select_cells(load_suite(a.suite), getattr(a, "only", None))
-        p = plan_suite(suite, a.results, a.device, a.executor, cli_group_runs(a))
-    except (SuiteError, ValueError) as e:
-        print(f"fedrepro: {e}", file=sys.stderr)
-        return 2
-    rows = [[alg, ds, model, r["cells"], r["groups"], ", ".join(sorted(r["executor"])),
-             cost.human_count(r["sample_gradients"]), cost.human_seconds(r["seconds"]), "; ".join(sorted(r["reason"]))]
-            for (alg, ds, model), r in sorted(p["rows"].items())]
-    print(f"suite {p['suite']}: {p['cells']} cells, {p['done']} finished, {p['to_run']} to run as {p['jobs']} "
-          f"job(s) -> {p['out_dir']} (dry run: nothing is run)")
-    if rows:
-        print(tabulate(rows, headers=["algorithm", "dataset", "model", "cells", "jobs", "executor",
-                                      "sample-gradients", f"est. time ({p['device']})", "group size"],
-                       tablefmt="github"))
-    print(f"estimated time on {p['device']}: {cost.human_seconds(p['seconds'])} as planned, "
-          f"{cost.human_seconds(p['seconds_alone'])} one cell after another"
-          + (f" (cost model fitted to {p['bench']})" if p["bench"] else
-             f" (no `fedrepro bench --device {p['device']} --out results/perf/...` results: no estimate)"))
-    return 0
 
 
 def run_groups(exps: list[Experiment], out_dir: str, group_runs: int | None, device: str | None, done) -> list:
@@ -632,19 +568,6 @@ def grouping_notes(exps: list[Experiment]) -> list[str]:
             notes.append(f"{name}: the learning rate cannot be a batched tensor, so cells that differ in it run "
                          "in separate jobs")
     return notes
-
-
-def cli_group_runs(a) -> int | None:
-    """``--group-runs`` as given; unset: auto (None) for the local backend, 1 for process and Ray (their
-    workers run cells in parallel instead) and for an explicit ``--executor sequential``."""
-    n = getattr(a, "group_runs", None)
-    if n is not None:
-        if n < 1:
-            raise SuiteError(f"--group-runs must be >= 1, got {n}")
-        return n
-    if getattr(a, "backend", "local") != "local" or getattr(a, "executor", None) == "sequential":
-        return 1
-    return None
 
 
 def select_cells(suite: Suite, only: list[str] | None) -> Suite:

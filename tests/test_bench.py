@@ -130,3 +130,11 @@ def test_asv_history_script_lists_commits(capsys):
     assert asv_history.main(["record", "--dry-run", "--machine", "no-such-machine"]) == 0
     out = capsys.readouterr().out
     assert "commit(s) to record for machine 'no-such-machine'" in out
+
+
+def test_asv_history_sample_spreads_over_the_history():
+    from benchmark.asv_history import spread
+
+    items = list(range(73))
+    assert spread(items, 5) == [0, 18, 36, 54, 72]
+    assert spread(items, 1) == [72] and spread(items, 100) == items and spread([], 3) == []

@@ -9,10 +9,17 @@ import sys
 import time
 from pathlib import Path
 
-from . import store
-from .experiment import code_version, environment
+from .. import store
+from ..experiment import code_version, environment
 
 CLAIM_VERDICTS = ("SUPPORTED", "CONTRADICTED", "INCONCLUSIVE")
+MANY_SEEDS = 10_000  # above this, "seeds needed" is shown as "> 10,000" (the exact figure means nothing)
+
+
+def _seeds(n: int | None) -> str:
+    if n is None:
+        return ""
+    return f"> {MANY_SEEDS:,}" if n > MANY_SEEDS else str(n)
 
 
 def _unit(metric: str) -> tuple[float, str]:
@@ -123,6 +130,10 @@ def _claim_section(c: dict) -> list[str]:
     if c["verdict"] == "INCONCLUSIVE":
         if c.get("reason"):
             md.append(f"Reason: {c['reason']}.")
+        elif c.get("seeds_needed") and c["seeds_needed"] > MANY_SEEDS:
+            md.append(f"More than {MANY_SEEDS:,} paired seeds would be needed (power 0.8 if the observed mean and "
+                      f"spread were the truth): the observed difference is tiny next to its spread, so in practice "
+                      f"no affordable number of seeds decides it.")
         elif c.get("seeds_needed"):
             md.append(f"About {c['seeds_needed']} paired seeds would decide it (power 0.8 if the observed mean and "
                       f"spread were the truth).")
@@ -142,7 +153,7 @@ def _claim_section(c: dict) -> list[str]:
         rows.append([_cell(x["statement"]), x["setting"], x["n"], vals, _num(x["mean"], k, unit),
                      f"[{_num(x['lower'], k, unit)}, {_num(x['upper'], k, unit)}]",
                      f"{x['p_support']:.3g} / {x['p_contra']:.3g}", x["side"] or "-",
-                     x["seeds_needed"] if x["seeds_needed"] is not None else "", _cell(notes)])
+                     _seeds(x["seeds_needed"]), _cell(notes)])
     md += [tabulate(rows, headers=["comparison", "setting", "seeds", "per seed", "mean", "t interval",
                                    "p support / contra", "this comparison", "seeds needed", "notes"],
                     tablefmt="github"), "", f"![{c['id']}]({c['id']}.png)", ""]

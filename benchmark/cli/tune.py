@@ -35,13 +35,13 @@ def cmd_tune(a) -> int:
     import numpy as np
     from tabulate import tabulate
 
-    from .cli import _experiments_from_args
-    from .experiment import code_version
-    from .tuning import TuningPlan, point_label, tune
+    from .args import experiments_from_args
+    from ..experiment import code_version
+    from ..tuning import TuningPlan, point_label, tune
 
     try:
         grid = _parse_grid(a.grid)
-        exps, _ = _experiments_from_args(a)
+        exps, _ = experiments_from_args(a)
         base = exps[0]
         plan = TuningPlan(grid, a.validation, tuple(a.tune_seeds), tuple(a.seeds or (0, 1, 2)))
         base.validate()
@@ -84,7 +84,7 @@ def cmd_tune(a) -> int:
 
 
 def add_parser(sub) -> None:
-    from .cli import _experiment_flags
+    from .args import experiment_flags
 
     p = sub.add_parser("tune", help="tune one method on a validation split, then run it on fresh seeds",
                        description="The tuning protocol of the empirical claims: every grid point (--grid, the "
@@ -94,7 +94,7 @@ def add_parser(sub) -> None:
                                    "earlier point); the final runs use it on the fresh seeds --seeds and the test "
                                    "set. Cells are ordinary run records (resumable); the tuning record (grid, "
                                    "validation scores, choice) goes to OUT/tuning/<key>.json.")
-    _experiment_flags(p)
+    experiment_flags(p)
     p.add_argument("--grid", action="append", metavar="KEY=V1,V2,...", required=True,
                    help="a tuned key and its values, repeatable: Experiment fields (lr, momentum, local_steps) or "
                         "algorithm hyperparameters (beta1, mu, ...)")
