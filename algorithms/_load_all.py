@@ -4,7 +4,7 @@ import pkgutil
 
 from . import __path__ as _path
 
-_SKIP = {"base", "compression", "hyper", "optim", "_load_all"}
+_SKIP = {"base", "compress", "compression", "hyper", "optim", "_load_all"}
 for _mod in pkgutil.iter_modules(_path):
     if _mod.name not in _SKIP and not _mod.name.startswith("_"):
         importlib.import_module(f"{__package__}.{_mod.name}")
