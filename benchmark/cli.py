@@ -91,7 +91,8 @@ def _experiment_flags(p: argparse.ArgumentParser) -> None:
                    help=f"record a run as diverged when its training loss exceeds this factor times the initial "
                         f"model's (default {d.divergence_factor:g}; 'none': only NaN/inf)")
     g.add_argument("--executor", choices=["auto", "sequential", "vectorized"],
-                   help="how local updates run (default auto = vectorized where it applies)")
+                   help="how local updates run (default auto: the faster one for this model, batch and device, "
+                        "by the rule of benchmark/cost.py; the run record says which and why)")
     g.add_argument("--device", help="auto | cpu | cuda (default auto)")
     g.add_argument("--data-root", help="folder with real datasets (default $FEDREPRO_DATA or ~/.cache/fedrepro/data)")
     g.add_argument("--download", action="store_true", default=None, help="download real datasets if missing")
@@ -144,6 +145,8 @@ def cmd_run(a) -> int:
     if a.suite:
         from . import runner
 
+        if a.dry_run:
+            return runner.main_dry_run(a)
         return runner.main_run_suite(a)
     exps, any_flag = _experiments_from_args(a)
     if not any_flag:
@@ -152,7 +155,9 @@ def cmd_run(a) -> int:
         print("fedrepro run: no experiment flags, so the offline default: the smoke suite (scikit-learn digits, "
               "CPU, about a minute). `fedrepro run --help` shows how to run your own.", file=sys.stderr)
         a.suite = "smoke"
-        return runner.main_run_suite(a)
+        return runner.main_dry_run(a) if a.dry_run else runner.main_run_suite(a)
+    if a.dry_run:
+        return _dry_run_experiments(exps, a.device)
     if a.out:
         try:
             store.check_writable_folder(a.out, "--out")  # before any training: no run is lost to a bad --out
@@ -208,6 +213,33 @@ def warn_if_loaded() -> None:
         print(f"fedrepro: warning: {high_load}", file=sys.stderr)
 
 
+def _dry_run_experiments(exps: list, device: str | None) -> int:
+    """``fedrepro run <flags> --dry-run``: the runs' work and estimated time, nothing run."""
+    from tabulate import tabulate
+
+    import algorithms
+
+    from . import cost
+
+    dev = cost.device_type_of(device)
+    bench = cost.latest_bench(dev)
+    model = cost.cost_model_from_bench(bench) if bench else None
+    rows = []
+    for e in exps:
+        try:
+            e.validate()
+            est = cost.estimate_cell(e, dev, model, algorithms.get_class(e.algorithm).vectorizable)
+        except ValueError as err:
+            print(f"fedrepro: invalid experiment: {err}", file=sys.stderr)
+            return 2
+        rows.append([e.algorithm, e.dataset, e.model, e.seed, est["executor"], cost.human_count(est["sample_gradients"]),
+                     cost.human_seconds(est["seconds"])])
+    print(tabulate(rows, headers=["algorithm", "dataset", "model", "seed", "executor", "sample-gradients",
+                                  f"est. time ({dev})"], tablefmt="github"))
+    print("(dry run: nothing is run)" + ("" if bench else f"; no `fedrepro bench` results for {dev}: no time estimate"))
+    return 0
+
+
 def cmd_list(a) -> int:
     from tabulate import tabulate
 
@@ -242,14 +274,27 @@ def cmd_list(a) -> int:
     if what in (None, "suites"):
         from . import runner
 
+        from . import cost
+
+        dev = cost.device_type_of(getattr(a, "device", None))
+        bench = cost.latest_bench(dev)
+        tp = cost.cost_model_from_bench(bench) if bench else None
         rows = []
         for n in runner.suite_names():
             try:
                 st = runner.load_suite(n)
-                rows.append([n, len(st.cells), st.requires, " ".join(st.description.split())[:90]])
-            except runner.SuiteError as e:
-                rows.append([n, "-", "-", f"INVALID: {e}"])
-        print("Suites\n" + tabulate(rows, headers=["name", "cells", "needs", "about"], tablefmt="github") + "\n")
+                est = cost.estimate_suite(st, dev, tp)
+                rows.append([n, len(st.cells), cost.human_count(est["sample_gradients"]),
+                             cost.human_seconds(est["seconds"]), st.requires,
+                             " ".join(st.description.split())[:90]])
+            except (runner.SuiteError, ValueError) as e:
+                rows.append([n, "-", "-", "-", "-", f"INVALID: {e}"])
+        src = (f"from {bench['_path']} ({bench.get('device_name', dev)}, {bench.get('date', '?')[:10]})"
+               if bench else f"none: no `fedrepro bench` results for {dev} in results/perf/")
+        print("Suites\n" + tabulate(rows, headers=["name", "cells", "sample-gradients", f"est. time ({dev})",
+                                                   "needs", "about"], tablefmt="github")
+              + f"\nsample-gradients: the training work of all cells; est. time: one cell after another on this "
+                f"device with executor auto, evaluation included; throughput {src}.\n")
     if what in (None, "models"):
         print("Models\n" + tabulate([[n, models.describe(n)] for n in models.names()],
                                     headers=["name", "about"], tablefmt="github") + "\n")
@@ -277,6 +322,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "before any training)")
     r.add_argument("--json", action="store_true", help="print the run records as JSON instead of a table")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--group-runs", type=int, default=None, metavar="N",
+                   help="suites: batch up to N cells that differ only in seed, partition or numeric "
+                        "hyperparameters into one vectorized job (default: chosen from the device, the model "
+                        "and its memory; 1 disables it)")
+    r.add_argument("--only", action="append", metavar="KEY=VALUE",
+                   help="suites: only the cells with this value, repeatable (e.g. --only dataset=fmnist "
+                        "--only num_clients=30); the records go to the suite's folder as usual")
+    r.add_argument("--dry-run", action="store_true",
+                   help="suites: show the cells to run, their batched jobs, sample-gradients and the estimated "
+                        "time on this device, and run nothing")
     r.set_defaults(func=cmd_run)
 
     lst = sub.add_parser("list", help="list algorithms, datasets, partitions and models")
@@ -288,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     import importlib
     import importlib.util
 
-    for mod_name in ("theory_cli", "bench", "report"):  # subcommands living in their own modules
+    for mod_name in ("theory_cli", "bench", "report", "validate", "tune_cli", "claims_cli"):  # subcommands in their own modules
         if importlib.util.find_spec(f"benchmark.{mod_name}") is not None:
             importlib.import_module(f"benchmark.{mod_name}").add_parser(sub)
     return p
