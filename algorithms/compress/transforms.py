@@ -124,7 +124,8 @@ class Transform:
     needs_rng: bool = False
     stateless: bool = True
 
-    def init(self, layout: ParamLayout | int) -> State:
+    def init(self, layout: ParamLayout | int, **kw) -> State:
+        """The initial state (``device=`` where it holds tensors)."""
         return ()
 
     def encode(self, x: torch.Tensor, state: State = (), rng: Rng | None = None) -> tuple[Message, State]:
@@ -204,10 +205,10 @@ class per_layer(Transform):  # noqa: N801
         self.needs_rng = self.inner.needs_rng
         self.stateless = self.inner.stateless
 
-    def init(self, layout=None):
+    def init(self, layout=None, **kw):
         if self.stateless:
             return ()
-        return tuple(self.inner.init(s.numel) for s in self.layout.slices)
+        return tuple(self.inner.init(s.numel, **kw) for s in self.layout.slices)
 
     def encode(self, x, state=(), rng=None):
         parts, meta, new = {}, {}, []
