@@ -15,7 +15,7 @@ sign(w)). The experiment's optimizer and learning rate step w. Activations stay 
 describes BiFL as binarizing the weights).
 
 Uplink: ``bifl``: one bit per binarized weight (packed, 8 ceil(d_bin/8) bits) plus the fp32 parameters
-that are not binarized; ``bifl_full``: every latent weight in fp32 (32 d bits). The server sets the global
+that are not binarized (``compress.fp32_layers`` around the ``sign`` operator with alpha = 1); ``bifl_full``: every latent weight in fp32 (32 d bits). The server sets the global
 model to the weighted mean of the uploaded weights (not updates): for ``bifl`` the mean of the +-1
 weights, which becomes the clients' latent starting point in the next round. The evaluated global
 model is the BNN: ``global_params`` returns sign(w) on the binarized tensors.
@@ -31,12 +31,10 @@ from dataclasses import dataclass
 
 import torch
 
+from . import compression
 from .base import Algorithm, Message, register
-from .compressed_update import assemble_signed, split_layout
-from .compression import pack_bits, unpack_bits
+from .compress import SCOPES, fp32_layers, lift, split_layout
 from .hyper import BOOL, POSITIVE, choice, param
-
-SCOPES = ("weights", "all")
 
 
 def sign_pm(w: torch.Tensor) -> torch.Tensor:
@@ -64,7 +62,9 @@ class BiFL(Algorithm):
         super().__init__(hp, layout, num_clients)
         self.bin_slices, self.fp_slices = split_layout(layout, hp.scope)
         self._is_bin = {s.name for s in self.bin_slices}
-        self.d_bin = sum(s.numel for s in self.bin_slices)
+        # the uplink: sign(w) (+-1, sign(0) = +1) on the binarized tensors, fp32 elsewhere; or all fp32
+        self.uplink = (lift(compression.get("identity")) if hp.full
+                       else fp32_layers(compression.get("sign", alpha=1.0), layout, hp.scope))
 
     def binarized(self, w: torch.Tensor, ste: bool = False) -> torch.Tensor:
         """The BNN's weights: sign(w) on binarized tensors (with the STE gradient when ``ste``)."""
@@ -80,22 +80,11 @@ class BiFL(Algorithm):
         return self.binarized(server_state["params"])
 
     def encode(self, w: torch.Tensor) -> Message:
-        if self.hp.full:
-            return Message.dense(w, "w")
-        signs = [w[..., s.start:s.stop] >= 0 for s in self.bin_slices]
-        parts = {}
-        if signs:
-            parts["signs"] = pack_bits(torch.cat(signs, dim=-1))
-        if self.fp_slices:
-            parts["fp"] = torch.cat([w[..., s.start:s.stop] for s in self.fp_slices], dim=-1).to(torch.float32)
-        return Message(parts)
+        return self.uplink.encode(w)[0]
 
     def decode(self, message: Message) -> torch.Tensor:
         """The uploaded weights (+-1 on binarized tensors for ``bifl``), one client."""
-        if self.hp.full:
-            return message["w"].to(torch.float32)
-        signs = unpack_bits(message["signs"], self.d_bin) if self.bin_slices else None
-        return assemble_signed(self.layout, self._is_bin, signs, message["fp"] if self.fp_slices else None)
+        return self.uplink.decode(message)
 
     def local_update(self, ctx, downlink, client_state):
         w0 = self.receive(downlink, client_state)

@@ -11,6 +11,11 @@ Every operator has
 * ``properties``: ``Properties(unbiased, variance_bound, note)``. ``variance_bound(x)`` is a bound on
   ``E||C(x) - x||^2`` for that ``x`` (the note says when it is exact), or None.
 * ``name`` (the registry name) and ``params`` (the operator's parameters).
+* ``needs_rng``: whether ``encode`` draws from ``rng`` (declared by each operator class).
+
+These are the stateless leaves. ``algorithms.compress`` makes them composable transforms
+(``init(layout) -> state``, ``encode(x, state, rng) -> (Message, state)``, ``decode``) and adds the
+wrappers: error feedback, per-layer application, fp32 for the tensors outside a scope.
 
 ``encode`` and ``decode`` are vmap-safe: no ``.item()``, no branching on tensor values, no
 ``torch.nonzero``; Python branches only look at static shapes. So
@@ -193,6 +198,9 @@ class Operator:
     ``encode`` / ``decode`` / ``properties``."""
 
     name: ClassVar[str] = ""
+    #: whether ``encode`` draws from ``rng`` (declared by each operator; callers that fork or replay
+    #: noise ask this, never a list of names)
+    needs_rng: ClassVar[bool] = True
 
     @property
     def params(self) -> dict[str, Any]:
@@ -245,6 +253,7 @@ class Identity(Operator):
     """No compression: the fp32 vector itself, 32 d bits. Unbiased, zero error."""
 
     name = "identity"
+    needs_rng = False
 
     @property
     def properties(self) -> Properties:
@@ -416,6 +425,7 @@ class Sign(Operator):
     """
 
     name = "sign"
+    needs_rng = False
 
     def __init__(self, alpha: float = 0.001):
         self.alpha = _check_positive("alpha", self.name, alpha)
@@ -453,6 +463,7 @@ class ScaledSign(Operator):
     """
 
     name = "scaled_sign"
+    needs_rng = False
 
     @property
     def properties(self) -> Properties:
@@ -712,6 +723,7 @@ class TopK(_Sparsifier):
     """
 
     name = "topk"
+    needs_rng = False
 
     @property
     def properties(self) -> Properties:
@@ -780,12 +792,25 @@ class RandK(_Sparsifier):
 # Error feedback
 
 
+def error_feedback_step(encode: Callable, decode: Callable, x: torch.Tensor, residual: torch.Tensor | None,
+                        rng: Any = None) -> tuple[Message, torch.Tensor]:
+    """One step of error feedback (Karimireddy et al. 2019; LFL Eq. 3), the one EF code: ``p = x + e``; the
+    message is ``encode(p, rng)``; the new residual is ``e' = p - decode(message)`` (e = 0 when None).
+    ``ErrorFeedback`` and the ``algorithms.compress.error_feedback`` transform both step with it."""
+    x = x.to(torch.float32)
+    residual = torch.zeros_like(x) if residual is None else residual
+    p = x + residual.to(torch.float32)
+    message = encode(p, rng)
+    return message, p - decode(message)
+
+
 class ErrorFeedback(Operator):
     """Error feedback around any operator (Karimireddy et al. 2019, EF-SignSGD Algorithm 1; also
     LFL's uplink, Eq. 3): ``p = x + e``; send ``C(p)``; ``e' = p - decode(C(p))``.
 
     EF is stateful, so the step is functional: ``ef_encode(x, residual, rng) -> (message,
-    new_residual)``, starting from ``init_residual(d)`` (zeros). ``encode``/``decode`` are the inner
+    new_residual)``, starting from ``init_residual(d)`` (zeros); it is one step of the
+    ``algorithms.compress.error_feedback`` transform, which wraps any operator. ``encode``/``decode`` are the inner
     operator's (``encode(x)`` = ``ef_encode(x, 0)``'s message). Messages and bits are the inner
     operator's. ``get("ef")`` wraps ``scaled_sign``, i.e. EF-SignSGD's compressor.
     """
@@ -818,11 +843,14 @@ class ErrorFeedback(Operator):
     def init_residual(self, d: int, device: torch.device | str | None = None) -> torch.Tensor:
         return torch.zeros(d, dtype=torch.float32, device=device)
 
+    @property
+    def needs_rng(self) -> bool:
+        return self.inner.needs_rng
+
     def ef_encode(self, x: torch.Tensor, residual: torch.Tensor, rng: Any = None
                   ) -> tuple[Message, torch.Tensor]:
-        p = _vec(x) + residual.to(torch.float32)
-        message = self.inner.encode(p, rng)
-        return message, p - self.inner.decode(message)
+        """One step of error feedback around the inner operator (``error_feedback_step``, the one EF code)."""
+        return error_feedback_step(self.inner.encode, self.inner.decode, _vec(x), residual, rng)
 
     def encode(self, x, rng=None):
         return self.inner.encode(x, rng)

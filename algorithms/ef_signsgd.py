@@ -7,8 +7,8 @@ conducting another binarization", with the step size alpha = ||m||_1 / d. Client
     p = m_{t+1}^k + e_k,     C(p) = (||p||_1 / d) sign(p),     e_k <- p - C(p)
 
 and sends C(p): one bit per entry and the fp32 scale; the server applies sum_k p'_k C(p_k) (Eq. 3 with
-the sent scale). Operator: ``compression.get("ef")`` (error feedback around ``scaled_sign``), whose
-``ef_encode`` does exactly this step. With ``per_layer=True`` (default) p, the scale and e are per
+the sent scale). Uplink: ``compress.error_feedback`` around ``compression.get("scaled_sign")``
+(``error_feedback = True`` in ``CompressedUpdate``), whose state is the client state ``residual``. With ``per_layer=True`` (default) p, the scale and e are per
 compressed layer; fp32 parameters (``scope="weights"``: BatchNorm, biases) have no residual.
 
 Open in the paper: whether the memory is per client (clients participate sporadically; here it is per
@@ -19,10 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from . import compression
-from .base import Message, register
+from .base import register
 from .compressed_update import SCOPE, CompressedUpdate
 from .hyper import BOOL, param
 
@@ -30,6 +28,7 @@ from .hyper import BOOL, param
 @register
 class EFSignSGD(CompressedUpdate):
     name = "ef_signsgd"
+    error_feedback = True
 
     @dataclass(frozen=True)
     class Hyper:
@@ -37,18 +36,4 @@ class EFSignSGD(CompressedUpdate):
         per_layer: bool = param(True, BOOL)  # the scale ||p||_1/d and the residual per layer
 
     def make_operator(self):
-        return compression.get("ef", inner="scaled_sign")
-
-    def client_init(self, params):
-        return {"residual": torch.zeros(self.packer.d_comp, dtype=torch.float32, device=params.device)}
-
-    def encode(self, delta, rng, client_state):
-        residual = client_state["residual"]
-        msgs, new = [], []
-        for group, v in zip(self.packer.groups, self.packer.group_values(delta)):
-            msg, e = self.op.ef_encode(v, residual[..., group.offset:group.offset + group.d], rng)
-            msgs.append(msg)
-            new.append(e)
-        new_residual = torch.cat(new, dim=-1) if new else residual
-        return Message(self._parts(msgs, self.packer.rest_values(delta))), {**client_state,
-                                                                             "residual": new_residual}
+        return compression.get("scaled_sign")

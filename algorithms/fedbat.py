@@ -15,7 +15,9 @@ Straight-through derivatives (Eq. 8-9), floor() treated as the identity:
     dS/dalpha = 1 (x > alpha),  -1 (x < -alpha),  2 floor((alpha + x)/(2 alpha) + zeta) - (x + alpha)/alpha  (in range)
 
 The bits come from ``algorithms.compression.binary_code``, the function the ``binarize`` operator
-(``compression.Binarize``, the operator of the theory checks) encodes with; FedBAT applies it per layer.
+(``compression.Binarize``, the operator of the theory checks) encodes with; FedBAT's uplink is the
+transform ``compress.fp32_layers(layer_binarize(...), layout, scope)``: ``binary_code`` per layer with
+that layer's alpha (the transform's state), the tensors outside ``scope`` in fp32.
 ``binarize_ste`` writes S as a differentiable expression whose value is exactly Eq. 6-7 and whose
 torch.func gradients are exactly Eq. 8-9 (detached bit c = 2b - 1, plus a zero-valued term
 ``1[|x|<=alpha] (t - t.detach())`` with ``t = x - alpha * (x/alpha).detach()``), so it runs under
@@ -71,12 +73,13 @@ from typing import ClassVar
 
 import torch
 
+from . import compression
 from .base import Algorithm, Message, diagnose, register
-from .compressed_update import assemble_signed, split_layout
-from .compression import binary_code, pack_bits, unpack_bits
+from .compress import SCOPES, Replay, fp32_layers, lift, scope_layout, split_layout
+from .compress.layer_binarize import layer_binarize
+from .compression import binary_code
 from .hyper import BOOL, NONNEGATIVE, Range, choice, param
 
-SCOPES = ("weights", "all")
 ALPHA_MODES = ("learned", "inf")
 UPLINKS = ("binary", "fp32")
 
@@ -136,6 +139,8 @@ class FedBAT(Algorithm):
         self._is_bin = {s.name for s in self.bin_slices}
         self.d_bin = sum(s.numel for s in self.bin_slices)
         self.d_fp = sum(s.numel for s in self.fp_slices)
+        self.uplink = (lift(compression.get("identity")) if hp.uplink == "fp32"
+                       else fp32_layers(layer_binarize(scope_layout(layout, hp.scope)), layout, hp.scope))
 
     # -- the step size --
     def step_size(self, m: torch.Tensor, alpha_e: torch.Tensor, alpha0: torch.Tensor) -> torch.Tensor:
@@ -169,34 +174,15 @@ class FedBAT(Algorithm):
 
     # -- messages --
     def encode(self, m: torch.Tensor, alpha: torch.Tensor, zeta: torch.Tensor) -> Message:
-        """The uplink: packed bits of S(m, alpha) with noise ``zeta``, the per-layer alphas (fp32) and the
-        fp32 entries (or m in fp32 for ``uplink="fp32"``)."""
+        """The uplink: packed bits of S(m, alpha) with noise ``zeta`` (d_bin uniforms drawn before local
+        training), the per-layer alphas (fp32) and the fp32 entries (or m in fp32 for ``uplink="fp32"``)."""
         if self.hp.uplink == "fp32":
-            return Message.dense(m, "delta")
-        codes, fp, li, off = [], [], 0, 0
-        for s in self.layout.slices:
-            x = m[..., s.start:s.stop]
-            if s.name in self._is_bin:
-                codes.append(binary_code(x, alpha[..., li], zeta[..., off:off + s.numel]) > 0)
-                li += 1
-                off += s.numel
-            else:
-                fp.append(x)
-        parts = {}
-        if self.bin_slices:
-            parts["signs"] = pack_bits(torch.cat(codes, dim=-1))
-            parts["alpha"] = alpha.detach().to(torch.float32)
-        if fp:
-            parts["fp"] = torch.cat(fp, dim=-1).detach().to(torch.float32)
-        return Message(parts)
+            return self.uplink.encode(m)[0]
+        return self.uplink.encode(m, alpha, Replay(zeta))[0]
 
     def decode(self, message: Message) -> torch.Tensor:
         """The update alpha_l mbar_l on binarized layers, fp32 values elsewhere (one client)."""
-        if self.hp.uplink == "fp32":
-            return message["delta"].to(torch.float32)
-        signs = unpack_bits(message["signs"], self.d_bin) if self.bin_slices else None
-        alpha = message["alpha"].to(torch.float32) if self.bin_slices else None
-        return assemble_signed(self.layout, self._is_bin, signs, message["fp"] if self.fp_slices else None, alpha)
+        return self.uplink.decode(message)
 
     # -- the contract --
     def local_update(self, ctx, downlink, client_state):

@@ -8,8 +8,8 @@ in LFL's Sec. 2.2:
     delta_m(t+1) = Delta_m(t) + delta_m(t) - Q(Delta_m(t) + delta_m(t), q2),  delta_m(0) = 0   (Eq. 3)
     theta(t+1)   = theta(t) + sum_m (B_m/B) Q(Delta_m(t) + delta_m(t), q2)               (Eq. 4 with theta_hat = theta)
 
-Q is LFL's range quantizer (Appendix A, ``compression.get("lfl", q=q2)``); the error feedback is
-``compression.ErrorFeedback`` around it, with the per-device residual delta_m in the client state (it
+Q is LFL's range quantizer (Appendix A, ``compress.downlink.quantizer(q2)``); the error feedback is
+the ``compress.error_feedback`` transform around it, with the per-device residual delta_m in the client state (it
 persists across rounds and is only touched when the device is sampled). ``q2=None`` sends Delta_m in
 fp32 (the residual stays 0): LB(q2=None) is the fully lossless scheme, i.e. FedAvg (tested).
 
@@ -18,8 +18,9 @@ bits + fp32 magnitudes, 32 d + 8 ceil(d/8) bits, exactly 33 d when 8 divides d).
 ``64 + 8 ceil(d/8) + 8 ceil(d ceil(log2(q2+1))/8)`` bits, i.e. 1 + ceil(log2(q2+1)) bits per entry
 (3 for q2 = 2 and q2 = 3) where the paper counts 64 + d (1 + log2(q2+1)) (2.585 and 3 per entry).
 
-The helpers here (``LEVEL``, the constraint of a quantization level, ``quantizer``, the uplink of ``LB``)
-are shared by ``lfl``, ``lgm`` and ``ltgm``, whose uplinks are LB's ("for fairness", Sec. 4).
+The uplink of ``LB`` is shared by ``lfl``, ``lgm`` and ``ltgm`` ("for fairness", Sec. 4), and so is the
+quantizer (``compress.downlink``: ``LEVEL``, ``quantizer``). The update is Delta = w - w0
+(``compress.update``, the uplink sign convention).
 """
 from __future__ import annotations
 
@@ -29,17 +30,12 @@ import torch
 from torch.func import vmap
 
 from .base import register
-from .compression import ErrorFeedback, Operator, get
-from .hyper import NONE, Either, Range, param
+from .compress import error_feedback, update
+from .compress.downlink import LEVEL, quantizer
+from .hyper import param
 from .lossless import Lossless
 
-#: a quantization level (the number of intervals, Appendix A): an integer >= 1, or None (no quantization)
-LEVEL = Either(Range("[1, inf)", integer=True), NONE)
-
-
-def quantizer(q: int | None) -> Operator:
-    """LFL's Q(., q) with packed levels, or the identity (fp32) for q = None."""
-    return get("identity") if q is None else get("lfl", q=q)
+__all__ = ["LB", "LEVEL", "quantizer"]
 
 
 @register
@@ -54,21 +50,21 @@ class LB(Lossless):
 
     def __init__(self, hp, layout, num_clients):
         super().__init__(hp, layout, num_clients)
-        self.uplink = ErrorFeedback(quantizer(hp.q2))
+        self.uplink = error_feedback(quantizer(hp.q2))
 
     # -- device side --
     def client_init(self, params):
         return {"delta": torch.zeros_like(params)}
 
-    def upload(self, ctx, update: torch.Tensor, client_state: dict):
-        """Q(update + delta, q2) and the new residual (Eq. 3); the noise comes from ``ctx.rng``."""
-        message, residual = self.uplink.ef_encode(update, client_state["delta"], ctx.rng)
+    def upload(self, ctx, delta_m: torch.Tensor, client_state: dict):
+        """Q(delta_m + delta, q2) and the new residual (Eq. 3); the noise comes from ``ctx.rng``."""
+        message, residual = self.uplink.encode(delta_m, client_state["delta"], ctx.rng)
         return message, {**client_state, "delta": residual}
 
     def local_update(self, ctx, downlink, client_state):
         w0 = self.receive(downlink, client_state)
         w = self.sgd_loop(ctx, w0)
-        return self.upload(ctx, w - w0, client_state)
+        return self.upload(ctx, update(w, w0), client_state)
 
     # -- server side --
     def uplink_mean(self, uplinks, weights) -> torch.Tensor:

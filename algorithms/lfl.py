@@ -12,7 +12,8 @@ level q2 and error feedback; the PS adds the aggregate to theta_hat(t) (not to t
     delta_m(t+1)  = Delta_m(t) + delta_m(t) - Q(Delta_m(t) + delta_m(t), q2),  delta_m(0) = 0    (Eq. 3)
     theta(t+1)    = theta_hat(t) + sum_m (B_m/B) Q(Delta_m(t) + delta_m(t), q2)                  (Eq. 4)
 
-Q is Appendix A's range quantizer (``compression.get("lfl", q)``; q = None means no quantization, fp32).
+Q is Appendix A's range quantizer (``compress.downlink.quantizer(q)``, shared with LB, LGM and LTGM;
+q = None means no quantization, fp32).
 No error feedback on the downlink (Remark 1). theta_hat(0) = theta(0) (shared through the common seed),
 so the round-0 broadcast is Q(0) = 0 exactly (a no-op that is still sent and counted). The evaluated
 model is the PS's theta(t) (``global_params``). The uplink is LB's (``lb.LB``).
@@ -24,7 +25,7 @@ of the server state) and applies it with the same code the devices use (``advanc
 the same theta_hat bit for bit (tested).
 
 Downlink randomness. The stochastic rounding of the broadcast is drawn on the server, outside the
-devices' ``ctx.rng``: from a ``CounterRng`` keyed by (``key``, t), where ``key`` is a 64-bit hash of the
+devices' ``ctx.rng``: from a ``CounterRng`` keyed by (``key``, t) (``compress.downlink.server_rng``), where ``key`` is a 64-bit hash of the
 initial parameters theta(0) (which depend on the experiment seed through the model initialisation). So
 the broadcast of round t is a deterministic function of (theta(0), t, theta(t), theta_hat(t-1)), independent of
 the devices' noise, and reproducible across executors and machines.
@@ -53,28 +54,18 @@ device: the same formula with q2 (3 bits/entry for q2 = 2 and for q2 = 3; paper 
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import torch
 
-from .base import CounterRng, Message, register, splitmix64
+from .base import Message, register
+from .compress import update
+from .compress.downlink import LEVEL, downlink_key, quantizer, round_seed, server_rng
 from .hyper import param
-from .lb import LB, LEVEL, quantizer
+from .lb import LB
 from .lossless import decode_exact, encode_exact, is_exact
 
-
-def downlink_key(params: torch.Tensor, salt: str) -> torch.Tensor:
-    """A 64-bit key (0-d int64 tensor) hashed from the initial parameters, for server-side noise."""
-    data = params.detach().to("cpu", torch.float32).contiguous().numpy().tobytes()
-    digest = hashlib.blake2b(data, digest_size=8, key=salt.encode()).digest()
-    return torch.tensor(int.from_bytes(digest, "little", signed=True), dtype=torch.int64,
-                        device=params.device)
-
-
-def round_seed(key: torch.Tensor, round_: torch.Tensor) -> torch.Tensor:
-    """The seed of round t's server-side noise stream (0-d int64)."""
-    return splitmix64(key) + round_
+__all__ = ["LFL", "downlink_key", "round_seed"]
 
 
 @register
@@ -102,8 +93,8 @@ class LFL(LB):
     def broadcast(self, server_state):
         if not bool(server_state["synced"].all()):  # a device missed a broadcast: resend the model
             return encode_exact(server_state["params"])
-        rng = CounterRng(round_seed(server_state["key"], server_state["round"]))
-        return self.downlink.encode(server_state["params"] - server_state["theta_hat"], rng)
+        return self.downlink.encode(server_state["params"] - server_state["theta_hat"], (),
+                                    server_rng(server_state))[0]
 
     def aggregate(self, server_state, uplinks, weights, info):
         theta_hat = self.advance(server_state["theta_hat"], self.broadcast(server_state))
@@ -128,5 +119,5 @@ class LFL(LB):
     def local_update(self, ctx, downlink, client_state):
         theta_hat = self.receive(downlink, client_state)
         w = self.sgd_loop(ctx, theta_hat)
-        uplink, state = self.upload(ctx, w - theta_hat, client_state)
+        uplink, state = self.upload(ctx, update(w, theta_hat), client_state)
         return uplink, {**state, "theta_hat": theta_hat}

@@ -3,13 +3,13 @@ scheme of its ref. [42]): the PS broadcasts the quantized global model plus the 
 error, with LFL's quantizer and LFL's uplink ("for fairness").
 
     PS broadcasts   Q(theta(t) + e(t), q1)
-    e(t+1)        = theta(t) + e(t) - Q(theta(t) + e(t), q1),   e(0) = 0
+    e(t+1)        = theta(t) + e(t) - Q(theta(t) + e(t), q1),   e(0) = 0      (error feedback at the PS)
     devices train from theta_tilde(t) = Q(theta(t) + e(t), q1);  Delta_m(t) = theta_m^{tau+1}(t) - theta_tilde(t)
     device m sends  Q(Delta_m(t) + delta_m(t), q2) with error feedback (Eq. 3, as LB)
     theta(t+1)    = theta(t) + sum_m (B_m/B) Q(Delta_m(t) + delta_m(t), q2)
 
 Choices the paper leaves open (lfl.md, Sec. 2 and pitfall 14): the error update is the natural
-error-feedback reading of "quantizes the global model plus the quantization error accumulated from the
+error-feedback reading (``compress.error_feedback`` around the shared ``compress.downlink.quantizer``) of "quantizes the global model plus the quantization error accumulated from the
 previous iterations ... while updating the quantization error"; the PS adds the aggregate to its exact
 theta(t) (the convention of [42]), not to the quantized copy; Delta_m is taken relative to the model the
 device received. Each broadcast is self-contained, so partial participation needs nothing special. The
@@ -27,10 +27,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import CounterRng, register
+from .base import register
+from .compress import error_feedback
+from .compress.downlink import LEVEL, downlink_key, quantizer, server_rng
 from .hyper import param
-from .lb import LB, LEVEL, quantizer
-from .lfl import downlink_key, round_seed
+from .lb import LB
 
 
 @register
@@ -46,22 +47,24 @@ class LGM(LB):
 
     def __init__(self, hp, layout, num_clients):
         super().__init__(hp, layout, num_clients)
-        self.downlink = quantizer(hp.q1)
+        self.downlink = error_feedback(quantizer(hp.q1))  # state: the PS's accumulated error e
 
     def init(self, params):
         return {"params": params.clone(), "e": torch.zeros_like(params),
                 "key": downlink_key(params, self.name),
                 "round": torch.zeros((), dtype=torch.int64, device=params.device)}
 
+    def _broadcast(self, server_state):
+        """Q(theta + e, q1) and e(t+1) = theta + e - Q(theta + e, q1)."""
+        return self.downlink.encode(server_state["params"], server_state["e"], server_rng(server_state))
+
     def broadcast(self, server_state):
-        rng = CounterRng(round_seed(server_state["key"], server_state["round"]))
-        return self.downlink.encode(server_state["params"] + server_state["e"], rng)
+        return self._broadcast(server_state)[0]
 
     def receive(self, downlink, client_state):
         return self.downlink.decode(downlink)
 
     def aggregate(self, server_state, uplinks, weights, info):
-        sent = self.downlink.decode(self.broadcast(server_state))
-        e = server_state["params"] + server_state["e"] - sent
+        _, e = self._broadcast(server_state)
         return {**server_state, "params": server_state["params"] + self.uplink_mean(uplinks, weights),
                 "e": e, "round": server_state["round"] + 1}

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from .base import Algorithm, Message, register
+from .compress import update
 from .compression import pack_bits, unpack_bits
 
 
@@ -64,7 +65,7 @@ class Lossless(Algorithm):
     def local_update(self, ctx, downlink, client_state):
         w0 = self.receive(downlink, client_state)
         w = self.sgd_loop(ctx, w0)
-        return Message.dense(w - w0, "delta"), client_state
+        return Message.dense(update(w, w0), "delta"), client_state
 
     def aggregate(self, server_state, uplinks, weights, info):
         delta = self.weighted_mean(uplinks["delta"], weights)

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 import torch
 
 from .base import CounterRng, Message, register
+from .compress.downlink import LEVEL, downlink_key, quantizer, round_seed
 from .hyper import param
-from .lb import LB, LEVEL, quantizer
-from .lfl import downlink_key, round_seed
+from .lb import LB
 
 
 def fwht(x: torch.Tensor) -> torch.Tensor:
@@ -96,7 +96,7 @@ class LTGM(LB):
         seed = round_seed(server_state["key"], server_state["round"])
         rng = CounterRng(seed)
         params = server_state["params"]
-        q = self.downlink.encode(self.transform(params, self._signs(rng, params.device)), rng)
+        q, _ = self.downlink.encode(self.transform(params, self._signs(rng, params.device)), (), rng)
         return Message({**q.parts, "seed": seed}, q.meta)
 
     def receive(self, downlink, client_state):

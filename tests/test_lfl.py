@@ -42,7 +42,7 @@ def info(k, m=None, round_=0):
 
 def fake_uplinks(alg, *updates):
     """Stacked uplinks as the devices would send them (q2=None: exact fp32 updates)."""
-    return stack_trees([alg.uplink.encode(u) for u in updates])
+    return stack_trees([alg.uplink.encode(u)[0] for u in updates])
 
 
 class FakeCtx:

@@ -12,6 +12,7 @@ from torch.func import grad, vmap
 import algorithms
 from algorithms.base import CounterRng, Message, ParamLayout, ParamSlice, RoundInfo, make_hyper, stack_trees
 from algorithms.bifl import binary_weights_ste
+from algorithms.compressed_update import CompressedUpdate
 from tests.helpers import assert_same_history, run_tiny, tiny_bn_model
 
 # two conv/linear weights (3 and 10 entries) and a norm tensor of 2 entries
@@ -252,7 +253,7 @@ def test_messages_stack_and_decode_under_vmap():
     for name in NAMES:
         alg = make(name)
         ups = [alg.encode(DELTA * (i + 1), CounterRng(i), alg.client_init(torch.zeros(15)))[0]
-               if hasattr(alg, "packer") else alg.encode(DELTA * (i + 1)) for i in range(3)]
+               if isinstance(alg, CompressedUpdate) else alg.encode(DELTA * (i + 1)) for i in range(3)]
         stacked = stack_trees(ups)
         loop = torch.stack([alg.decode(u) for u in ups])
         assert torch.equal(vmap(alg.decode)(stacked), loop), name
