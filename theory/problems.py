@@ -1,4 +1,4 @@
-"""Convex federated problems with a known optimum, as FederatedDatasets + models.
+"""Federated problems with a known optimum or known constants, as FederatedDatasets + models.
 
 The same algorithm code that runs on CIFAR runs on these: each problem is a ``FederatedDataset`` with
 natural clients, a model factory for ``Experiment(model=...)``, and the optimum in the flat parameter
