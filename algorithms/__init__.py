@@ -1,2 +1,3 @@
 """FL algorithms, one module each, written to the contract in ``algorithms.base``."""
-from .base import Algorithm, Message, ParamLayout, RoundInfo, get_class, make, names, register  # noqa: F401
+from .base import Algorithm, Message, ParamLayout, RoundInfo, register  # noqa: F401
+from .registry import get_class, make, names  # noqa: F401

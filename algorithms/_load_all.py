@@ -2,9 +2,11 @@
 import importlib
 import pkgutil
 
-from . import __path__ as _path
+from pathlib import Path
 
-_SKIP = {"base", "compression", "hyper", "optim", "_load_all"}
+_path = [str(Path(__file__).parent)]
+
+_SKIP = {"base", "compression", "hyper", "optim", "registry", "_load_all"}
 for _mod in pkgutil.iter_modules(_path):
     if _mod.name not in _SKIP and not _mod.name.startswith("_"):
         importlib.import_module(f"{__package__}.{_mod.name}")

@@ -491,24 +491,6 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
     return cls
 
 
-def names() -> list[str]:
-    from . import _load_all  # noqa: F401  (imports every algorithm module)
-
-    return sorted(_REGISTRY)
-
-
-def get_class(name: str) -> type[Algorithm]:
-    names()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        import difflib
-
-        close = difflib.get_close_matches(name, _REGISTRY, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"unknown algorithm {name!r}.{hint} Known: {', '.join(sorted(_REGISTRY))}") from None
-
-
 def make_hyper(cls: type[Algorithm], args: Mapping[str, Any] | None) -> Any:
     """The frozen hyperparameter dataclass from ``args`` (command-line strings converted), every field
     checked against its declared constraint (``algorithms.hyper.build``): a ``ValueError`` for an unknown
@@ -535,8 +517,3 @@ def with_server_momentum(base: type[Algorithm], name: str, beta1: float = 0.9) -
     doc = f"{base.__name__} with server momentum (``with_server_momentum``): {name}."
     return type(cls_name, (base,), {"name": name, "Hyper": hp, "server_optimizer": optim.ServerMomentum,
                                     "__module__": base.__module__, "__qualname__": cls_name, "__doc__": doc})
-
-
-def make(name: str, layout: ParamLayout, num_clients: int, args: Mapping[str, Any] | None = None) -> Algorithm:
-    cls = get_class(name)
-    return cls(make_hyper(cls, args), layout, num_clients)

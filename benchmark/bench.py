@@ -22,17 +22,15 @@ from __future__ import annotations
 
 import datetime
 import gc
-import json
-import math
 import os
 import platform
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 
 SCHEMA = 1
-METHODS = ("sequential", "vectorized", "limit_module", "limit_functional")
+RUN_ROUNDS = {False: 3, True: 1}  # rounds per cell in the batched-runs measurement (full, --quick)
+METHODS = ("sequential", "vectorized", "auto", "limit_module", "limit_functional")
 
 
 @dataclass(frozen=True)
@@ -53,9 +51,13 @@ PRESETS = {
                      "the offline digits models (logreg, mlp) on 1x8x8 inputs"),
 }
 
-#: (device type, preset, model, metric, minimum) from issue 4
+#: (device type, preset, model, metric, minimum) from issues 4 and 14
 TARGETS = (
     ("cpu", "digits", "logreg", "vectorized_over_sequential", 3.0),
+    ("cpu", "fmnist_cnn", "fedbat_cnn", "auto_over_best", 0.9),  # auto within 10% of the faster executor
+    ("cpu", "digits", "logreg", "batched_over_one_after_another", 2.0),  # 6 cells batched vs alone
+    ("cpu", "digits", "mlp", "batched_over_one_after_another", 2.0),
+    ("cuda", "fmnist_cnn", "fedbat_cnn", "batched_sample_gradients_per_s", 1.2e6),
     ("cuda", "fmnist_cnn", "fedbat_cnn", "vectorized_over_sequential", 20.0),
     ("cuda", "fmnist_cnn", "fedbat_cnn", "vectorized_over_limit", 0.6),
 )
@@ -88,6 +90,8 @@ class Measurement:
     config: Config
     params: int
     seconds: dict[str, list[float]] = field(default_factory=dict)
+    flops_per_sample: float = 0.0
+    auto: dict = field(default_factory=dict)  # the executor choice of ``executor="auto"`` (benchmark.cost)
 
     def median(self, method: str) -> float:
         return statistics.median(self.seconds[method])
@@ -108,7 +112,11 @@ class Measurement:
             "sample_gradients_per_round": work,
             "seconds": self.seconds, "median_seconds": med,
             "sample_gradients_per_s": sgs, "rounds_per_s": rps, "limit_kind": limit_kind,
+            "flops_per_sample": self.flops_per_sample, "auto_executor": self.auto.get("executor"),
+            "auto_reason": self.auto.get("reason"),
             "vectorized_over_sequential": sgs["vectorized"] / sgs["sequential"],
+            # auto against the faster of the two executors, each timed separately (1 = the right pick)
+            "auto_over_best": sgs["auto"] / max(sgs["sequential"], sgs["vectorized"]),
             "vectorized_over_limit": sgs["vectorized"] / sgs["limit"],
             "sequential_over_limit": sgs["sequential"] / sgs["limit"],
             # the same ratios from the fastest repeat of each method (less sensitive to other processes)
@@ -193,6 +201,8 @@ class Workload:
         from . import models
         from .federated_dataset import FederatedDataset
 
+        from . import cost
+
         self.cfg, self.device = cfg, device
         k, b, s, n = cfg.clients, cfg.batch_size, cfg.local_steps, cfg.samples_per_client
         g = torch.Generator().manual_seed(cfg.seed)
@@ -204,6 +214,8 @@ class Workload:
         torch.manual_seed(cfg.seed)
         module = models.build(cfg.model, cfg.input_shape, cfg.num_classes).to(device)
         self.params = models.param_count(module)
+        self.flops_per_sample = cost.flops_per_sample(module, cfg.input_shape)
+        self.auto = cost.choose_executor("auto", device.type, True, self.flops_per_sample, b)
 
         # -- the federated round (engine pieces) --
         fmodel = ex.FunctionalModel(module, data.task)
@@ -271,6 +283,7 @@ class Workload:
 
         self.fns = {"sequential": fl_round(ex.get("sequential")),
                     "vectorized": fl_round(ex.get("vectorized")),
+                    "auto": fl_round(ex.get(self.auto.executor)),  # timed on its own: its own noise
                     "limit_module": limit_module, "limit_functional": limit_functional}
 
     def time_once(self, method: str) -> float:
@@ -286,7 +299,7 @@ class Workload:
 def measure(cfg: Config, device, repeats: int, warmup: int, log=None) -> Measurement:
     """Warm up every method, then time them ``repeats`` times in a rotating order."""
     w = Workload(cfg, device)
-    m = Measurement(cfg, w.params, {name: [] for name in METHODS})
+    m = Measurement(cfg, w.params, {name: [] for name in METHODS}, w.flops_per_sample, w.auto.record())
     for method in METHODS:
         for _ in range(warmup):
             w.time_once(method)
@@ -301,23 +314,187 @@ def measure(cfg: Config, device, repeats: int, warmup: int, log=None) -> Measure
 
 
 # --------------------------------------------------------------------------------------------------
+# Batched runs: R cells as one job vs one after another
+
+RUN_METHODS = ("one_after_another", "batched")
+
+
+class RunsWorkload:
+    """R cells of FedAvg (3 seeds x 2 learning rates when R = 6) on the configuration's synthetic data,
+    each a complete run (set-up, ``rounds`` rounds, evaluation every round on a small test set): one
+    after another as a user gets them alone (``executor="auto"``), and as one batched job
+    (``benchmark.batched.run_group``)."""
+
+    def __init__(self, cfg: Config, device, runs: int, rounds: int):
+        import torch
+
+        from .experiment import Experiment
+        from .federated_dataset import FederatedDataset
+
+        self.cfg, self.device, self.runs, self.rounds = cfg, device, runs, rounds
+        k, n = cfg.clients, cfg.samples_per_client
+        g = torch.Generator().manual_seed(cfg.seed)
+        clients = [(torch.randn(n, *cfg.input_shape, generator=g),
+                    torch.randint(0, cfg.num_classes, (n,), generator=g)) for _ in range(k)]
+        test = (torch.randn(64, *cfg.input_shape, generator=g), torch.randint(0, cfg.num_classes, (64,), generator=g))
+        data = FederatedDataset.from_tensors(clients, test, name="bench-synthetic", num_classes=cfg.num_classes)
+        lrs = (cfg.lr, cfg.lr / 2)
+        self.exps = [Experiment(algorithm="fedavg", dataset=data, model=cfg.model, num_clients=None,
+                                clients_per_round=k, rounds=rounds, local_steps=cfg.local_steps,
+                                batch_size=cfg.batch_size, lr=lrs[i % 2], seed=i // 2, eval_every=1,
+                                eval_train_samples=64, device=str(device)) for i in range(runs)]
+        self.alone_executor = None
+
+    @property
+    def sample_gradients(self) -> int:
+        return self.runs * self.rounds * self.cfg.sample_gradients_per_round
+
+    def time_once(self, method: str) -> float:
+        from . import batched
+        from .experiment import run
+
+        gc.collect()
+        _sync(self.device)
+        t0 = time.perf_counter()
+        if method == "batched":
+            batched.run_group(self.exps)
+        else:
+            for e in self.exps:
+                self.alone_executor = run(e).execution.get("executor")
+        _sync(self.device)
+        return time.perf_counter() - t0
+
+
+def measure_runs(cfg: Config, device, runs: int, rounds: int, repeats: int, warmup: int, log=None) -> dict:
+    w = RunsWorkload(cfg, device, runs, rounds)
+    seconds = {m: [] for m in RUN_METHODS}
+    for m in RUN_METHODS:
+        for _ in range(warmup):
+            w.time_once(m)
+    for r in range(repeats):
+        for m in (RUN_METHODS if r % 2 == 0 else RUN_METHODS[::-1]):
+            seconds[m].append(w.time_once(m))
+        if log is not None:
+            log(f"  runs {cfg.preset}/{cfg.model}: repeat {r + 1}/{repeats} "
+                + " ".join(f"{k}={v[-1]:.3f}s" for k, v in seconds.items()))
+    med = {m: statistics.median(v) for m, v in seconds.items()}
+    overhead = measure_round_overhead(w)
+    return {"round_overhead_seconds": overhead, "preset": cfg.preset, "model": cfg.model, "runs": runs, "rounds": rounds, "clients": cfg.clients,
+            "batch_size": cfg.batch_size, "local_steps": cfg.local_steps, "sample_gradients": w.sample_gradients,
+            "alone_executor": w.alone_executor, "seconds": seconds, "median_seconds": med,
+            "sample_gradients_per_s": {m: w.sample_gradients / t for m, t in med.items()},
+            "seconds_per_run_round": {m: t / (runs * rounds) for m, t in med.items()},
+            "batched_over_one_after_another": med["one_after_another"] / med["batched"],
+            "batched_sample_gradients_per_s": w.sample_gradients / med["batched"]}
+
+
+def round_overhead(result: dict) -> float | None:
+    """The rest of a round beyond the executor (sampling, schedules, aggregation, evaluation, records)
+    per run, for ``benchmark.cost.CostModel``: measured on the batched-runs workload with the fewest FLOPs."""
+    runs = [r for r in result.get("runs", []) if r.get("round_overhead_seconds") is not None]
+    flops = {c["model"]: c.get("flops_per_sample", 0) for c in result.get("configs", [])}
+    if not runs:
+        return None
+    return min(runs, key=lambda r: flops.get(r["model"], 0))["round_overhead_seconds"]
+
+
+def measure_round_overhead(w: "RunsWorkload") -> float:
+    """One untimed pass of the runs alone with a clock on the executor (from ``on_round_start``, after the
+    broadcast, to the first ``on_client``, right after local training): wall time per run-round minus the
+    executor's."""
+    from . import engine
+    from .experiment import run
+
+    class Clock(engine.Observer):
+        executor = 0.0
+        t0 = None
+
+        def on_round_start(self, run_state, event):
+            self.t0 = time.perf_counter()
+
+        def on_client(self, run_state, event):
+            if self.t0 is not None:
+                self.executor += time.perf_counter() - self.t0
+                self.t0 = None
+
+    clock = Clock()
+    _sync(w.device)
+    t0 = time.perf_counter()
+    for e in w.exps:
+        run(e, observers=[clock])
+    _sync(w.device)
+    return max(0.0, (time.perf_counter() - t0 - clock.executor) / (w.runs * w.rounds))
+
+
+# --------------------------------------------------------------------------------------------------
+# Profiles (what bounds a missed target)
+
+
+def profile_table(fn, device, rows: int = 25) -> str:
+    """``torch.profiler`` of one call of ``fn``: the operators by self time (CUDA time on a GPU)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    fn()  # warm
+    _sync(device)
+    with profile(activities=acts) as prof:
+        fn()
+        _sync(device)
+    keys = ("self_cuda_time_total", "self_device_time_total") if device.type == "cuda" else ("self_cpu_time_total",)
+    for key in keys:  # torch versions name the device column differently
+        try:
+            return prof.key_averages().table(sort_by=key, row_limit=rows)
+        except Exception:  # noqa: BLE001
+            continue
+    return prof.key_averages().table(row_limit=rows)
+
+
+def write_profiles(cfgs: list, device, path: str, runs: int, quick: bool, log=None) -> str:
+    """One text file with the profile of one vectorized round, one limit round and (with ``runs``) one
+    batched job of every configuration."""
+    parts = []
+    for c in cfgs:
+        w = Workload(c, device)
+        for method in ("vectorized", "limit_module"):
+            if log is not None:
+                log(f"profiling {c.preset}/{c.model} {method}")
+            parts.append(f"## {c.preset}/{c.model}: {method}, {c.clients}x{c.batch_size}x{c.local_steps}\n\n"
+                         + profile_table(w.fns[method], device))
+        if runs:
+            rw = RunsWorkload(c, device, runs, RUN_ROUNDS[quick])
+            if log is not None:
+                log(f"profiling {c.preset}/{c.model} batched runs")
+            parts.append(f"## {c.preset}/{c.model}: {runs} batched runs x {RUN_ROUNDS[quick]} rounds\n\n"
+                         + profile_table(lambda rw=rw: rw.time_once("batched"), device))
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n\n".join(parts) + "\n")
+    return path
+
+
+# --------------------------------------------------------------------------------------------------
 # Running a set of configurations
 
 
-def configs_from_args(a) -> list[Config]:
-    presets = list(PRESETS) if a.preset == "all" else [a.preset]
-    if a.clients < 1 or a.batch_size < 1:
+def make_configs(preset: str = "fmnist_cnn", models: tuple[str, ...] | None = None, clients: int = 10,
+                 batch_size: int = 64, local_steps: int | None = None, quick: bool = False,
+                 seed: int = 0) -> list[Config]:
+    """The configurations to measure: each preset's models (or ``models``), ``preset`` "all" for every one."""
+    if preset != "all" and preset not in PRESETS:
+        raise BenchError(f"unknown preset {preset!r}; choose {', '.join([*PRESETS, 'all'])}")
+    presets = list(PRESETS) if preset == "all" else [preset]
+    if clients < 1 or batch_size < 1:
         raise BenchError("--clients and --batch-size must be >= 1")
-    if a.local_steps is not None and a.local_steps < 1:
+    if local_steps is not None and local_steps < 1:
         raise BenchError("--local-steps must be >= 1")
     out = []
     for name in presets:
         p = PRESETS[name]
-        model_names = p.models if not a.model else tuple(m.strip() for m in a.model.split(",") if m.strip())
-        steps = a.local_steps or (p.quick_local_steps if a.quick else p.local_steps)
-        for model in model_names:
-            out.append(Config(name, model, p.input_shape, p.num_classes, a.clients, a.batch_size, steps,
-                              samples_per_client=4 * a.batch_size, seed=a.seed))
+        steps = local_steps or (p.quick_local_steps if quick else p.local_steps)
+        for model in models or p.models:
+            out.append(Config(name, model, p.input_shape, p.num_classes, clients, batch_size, steps,
+                              samples_per_client=4 * batch_size, seed=seed))
     return out
 
 
@@ -325,37 +502,45 @@ def evaluate_targets(device_type: str, summaries: list[dict]) -> list[dict]:
     out = []
     for dev, preset, model, metric, minimum in TARGETS:
         for s in summaries:
-            if dev == device_type and s["preset"] == preset and s["model"] == model:
+            if dev == device_type and s["preset"] == preset and s["model"] == model and metric in s:
                 out.append({"device": dev, "preset": preset, "model": model, "metric": metric,
                             "minimum": minimum, "value": s[metric], "met": s[metric] >= minimum})
     return out
 
 
-def run_bench(a, log=None) -> dict:
+def run_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None = None, device: str = "auto",
+              clients: int = 10, batch_size: int = 64, local_steps: int | None = None, repeats: int | None = None,
+              warmup: int | None = None, threads: int | None = None, seed: int = 0, quick: bool = False,
+              runs: int = 6, profile: str | None = None, log=None) -> dict:
+    """Measure the configurations of ``make_configs`` on ``device`` (the flags of ``fedrepro bench``, as plain
+    values): executors, the limit, the auto choice and, with ``runs`` > 0, batched runs. ``threads``: torch's
+    CPU threads while measuring (restored after); ``profile``: also write torch.profiler tables to this file."""
     import torch
 
-    device = resolve_device(a.device)
-    if a.threads is not None and a.threads < 1:
+    dev = resolve_device(device)
+    if threads is not None and threads < 1:
         raise BenchError("--threads must be >= 1")
+    if runs < 0:
+        raise BenchError("--runs must be >= 0")
+    if repeats is not None and repeats < 1:
+        raise BenchError("--repeats must be >= 1")
+    if warmup is not None and warmup < 0:
+        raise BenchError("--warmup must be >= 0")
+    cfgs = make_configs(preset, models, clients, batch_size, local_steps, quick, seed)
     threads_before = torch.get_num_threads()
-    if a.threads is not None:
-        torch.set_num_threads(a.threads)
+    if threads is not None:
+        torch.set_num_threads(threads)
     try:
-        return _run_bench(a, device, log)
+        return _run_bench(cfgs, dev, repeats or (3 if quick else 5), 1 if warmup is None else warmup, quick, runs,
+                          profile, log)
     finally:
         torch.set_num_threads(threads_before)  # leave the process as it was (tests, notebooks)
 
 
-def _run_bench(a, device, log) -> dict:
+def _run_bench(cfgs: list[Config], device, repeats: int, warmup: int, quick: bool, runs_n: int,
+               profile: str | None, log) -> dict:
     import torch
 
-    if a.repeats is not None and a.repeats < 1:
-        raise BenchError("--repeats must be >= 1")
-    if a.warmup is not None and a.warmup < 0:
-        raise BenchError("--warmup must be >= 0")
-    repeats = a.repeats or (3 if a.quick else 5)
-    warmup = a.warmup if a.warmup is not None else 1
-    cfgs = configs_from_args(a)
     from . import models
 
     for c in cfgs:
@@ -375,15 +560,22 @@ def _run_bench(a, device, log) -> dict:
             log(f"measuring {c.preset}/{c.model}: {c.clients} clients x batch {c.batch_size} x "
                 f"{c.local_steps} local steps on {device}")
         summaries.append(measure(c, device, repeats, warmup, log).summary())
+    runs = []
+    if runs_n:
+        for c in cfgs:
+            if log is not None:
+                log(f"measuring batched runs {c.preset}/{c.model}: {runs_n} cells x {c.clients} clients x batch "
+                    f"{c.batch_size} x {c.local_steps} local steps x {RUN_ROUNDS[quick]} rounds on {device}")
+            runs.append(measure_runs(c, device, runs_n, RUN_ROUNDS[quick], repeats, warmup, log))
     from .experiment import code_version
 
     head = summaries[0]
-    return {
+    result = {
         "schema": SCHEMA,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": str(device), "device_name": _device_name(device),
         "torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads(),
-        "quick": bool(a.quick), "repeats": repeats, "warmup": warmup,
+        "quick": bool(quick), "repeats": repeats, "warmup": warmup,
         "load_average_before": load_before, "load_average_after": _load(),
         "wall_seconds": time.perf_counter() - t0,
         "code_version": code_version(),
@@ -393,8 +585,14 @@ def _run_bench(a, device, log) -> dict:
         "throughput": {"unit": "sample-gradients/s", **{m: head["sample_gradients_per_s"][m]
                                                        for m in ("sequential", "vectorized", "limit")}},
         "configs": summaries,
-        "targets": evaluate_targets(device.type, summaries),
+        "runs": runs,
+        "targets": evaluate_targets(device.type, summaries + runs),
     }
+    if runs:
+        result["round_overhead_seconds"] = round_overhead(result)
+    if profile:
+        result["profile"] = write_profiles(cfgs, device, profile, runs_n, quick, log)
+    return result
 
 
 def _fmt(v: float) -> str:
@@ -413,63 +611,34 @@ def table(result: dict) -> str:
                      _fmt(sg["sequential"]), _fmt(sg["vectorized"]), f"{_fmt(sg['limit'])} ({lim})",
                      f"{rp['sequential']:.3g}", f"{rp['vectorized']:.3g}",
                      f"{s['vectorized_over_sequential']:.2f}x ({s['vectorized_over_sequential_min']:.2f}x)",
-                     f"{s['vectorized_over_limit']:.0%} ({s['vectorized_over_limit_min']:.0%})"])
+                     f"{s['vectorized_over_limit']:.0%} ({s['vectorized_over_limit_min']:.0%})",
+                     f"{s['auto_executor'][:3]}: {s['auto_over_best']:.2f}"])
     headers = ["preset", "model", "params", "clients x batch x steps", "sequential sg/s", "vectorized sg/s",
-               "limit sg/s", "seq rounds/s", "vec rounds/s", "vec/seq", "vec/limit"]
+               "limit sg/s", "seq rounds/s", "vec rounds/s", "vec/seq", "vec/limit", "auto: picks, /faster"]
     lines = [(f"fedrepro bench on {result['device']} ({result['device_name']}), torch {result['torch']}, "
               f"{result['threads']} threads, median of {result['repeats']}; load average "
               f"{result['load_average_before']} -> {result['load_average_after']}"),
              tabulate(rows, headers=headers, tablefmt="github"),
              ("sg/s = sample-gradients per second; limit = centralized training of the same model on the "
               "same K*B samples per step (the faster of an nn.Module step and a torch.func.grad step); "
-              "throughputs and ratios from median times, ratios in parentheses from the fastest repeats.")]
+              "throughputs and ratios from median times, ratios in parentheses from the fastest repeats; "
+              "auto: the executor executor=\"auto\" picks (benchmark.cost), timed separately, over the faster "
+              "of sequential and vectorized (1 = the right pick).")]
+    if result.get("runs"):
+        rows = [[r["preset"], r["model"], f"{r['runs']} x {r['clients']}x{r['batch_size']}x{r['local_steps']} x "
+                 f"{r['rounds']} rounds", r["alone_executor"],
+                 _fmt(r["sample_gradients_per_s"]["one_after_another"]), _fmt(r["sample_gradients_per_s"]["batched"]),
+                 f"{r['batched_over_one_after_another']:.2f}x"] for r in result["runs"]]
+        lines += ["", "Batched runs (complete runs, set-up and evaluation included):",
+                  tabulate(rows, headers=["preset", "model", "cells x clients x batch x steps x rounds",
+                                          "alone: executor", "one after another sg/s", "batched sg/s",
+                                          "batched / one after another"], tablefmt="github")]
+        if result.get("round_overhead_seconds") is not None:
+            lines.append(f"rest of a round beyond the executor (cost model of `fedrepro list suites`): "
+                         f"{result['round_overhead_seconds'] * 1e3:.1f} ms")
     for t in result["targets"]:
         lines.append(f"target {t['device']} {t['preset']}/{t['model']}: {t['metric']} >= {t['minimum']:g}: "
                      f"{t['value']:.2f} -> {'met' if t['met'] else 'NOT met'}")
     return "\n".join(lines)
 
 
-def cmd_bench(a) -> int:
-    log = None if a.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    try:
-        result = run_bench(a, log)
-    except (BenchError, ValueError) as e:  # ValueError: e.g. a model that does not fit the preset's inputs
-        print(f"fedrepro bench: {e}", file=sys.stderr)
-        return 2
-    text = json.dumps(result, indent=1)
-    if a.out:
-        d = os.path.dirname(os.path.abspath(a.out))
-        os.makedirs(d, exist_ok=True)
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
-        print(f"wrote {a.out}", file=sys.stderr)
-    print(text if a.json else table(result))
-    ok = all(math.isfinite(s["vectorized_over_sequential"]) for s in result["configs"])
-    return 0 if ok else 1
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "bench", help="throughput: vectorized vs sequential executor, and the centralized limit",
-        description="Measures, in one process and on the same work, one FedAvg round of the sequential and "
-                    "the vectorized executor and centralized training on the same samples (the limit), and "
-                    "prints throughputs and ratios. Presets: "
-                    + "; ".join(f"{k}: {v.about} (local steps {v.local_steps}, --quick {v.quick_local_steps})"
-                                for k, v in PRESETS.items()) + ".")
-    p.add_argument("--preset", choices=[*PRESETS, "all"], default="fmnist_cnn",
-                   help="configuration(s) to measure (default fmnist_cnn)")
-    p.add_argument("--model", help="model name(s), comma-separated, replacing the preset's models "
-                                    "(default: fmnist_cnn -> fedbat_cnn; digits -> logreg,mlp)")
-    p.add_argument("--device", default="auto", help="cpu | cuda | auto (default auto)")
-    p.add_argument("--clients", type=int, default=10, help="clients per round (default 10)")
-    p.add_argument("--batch-size", type=int, default=64, help="local batch size (default 64)")
-    p.add_argument("--local-steps", type=int, help="local steps per round (default: the preset's)")
-    p.add_argument("--repeats", type=int, help="timed repeats, median reported (default 5; --quick 3)")
-    p.add_argument("--warmup", type=int, help="untimed warm-up rounds per method (default 1)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's default)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic data and model (default 0)")
-    p.add_argument("--quick", action="store_true", help="fewer local steps and repeats (under a minute on a "
-                                                       "2-core CPU)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    p.add_argument("--out", help="also write the JSON object to this file")
-    p.set_defaults(func=cmd_bench)

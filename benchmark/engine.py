@@ -328,20 +328,34 @@ def _step_hook(run: RunState, r: int, observers: Sequence):
     return hook
 
 
-def run_round(run: RunState, observers: Sequence = ()) -> dict:
-    """One round: sample, broadcast, local updates, aggregate, evaluate. Returns the history entry and
-    sets ``run.status`` to "diverged" (with a message) on non-finite parameters or losses, or on a training
-    loss past ``cfg.divergence_factor`` times the initial one."""
+@dataclass
+class RoundPlan:
+    """A round prepared by :func:`begin_round`: what the executor needs, and what :func:`end_round` uses."""
+
+    round: int
+    lr: float
+    ids: np.ndarray
+    jobs: list
+    downlink: Message
+    record: bool  # collect diagnostics
+
+
+def begin_round(run: RunState, observers: Sequence = ()) -> RoundPlan:
+    """Sample, build the clients' jobs and broadcast (round ``run.round``); tells ``on_round_start``."""
     r, cfg, alg = run.round, run.cfg, run.alg
     lr = round_lr(cfg, r)
     ids = sample_clients(run)
     jobs = client_jobs(run, r, ids)
     downlink = alg.broadcast(run.server)
     _emit(observers, "on_round_start", run, RoundStart(r, ids, lr, run.server, downlink))
+    return RoundPlan(r, lr, ids, jobs, downlink, any(getattr(o, "diagnostics", False) for o in observers))
 
-    record = any(getattr(o, "diagnostics", False) for o in observers)
-    out = run.runner.run(alg, run.fmodel, run.data.x_train, run.data.y_train, downlink, jobs, run.buffers,
-                         run.optimizer, lr, cfg.seed, r, record=record, on_step=_step_hook(run, r, observers))
+
+def end_round(run: RunState, plan: RoundPlan, out: ex.RoundOutput, observers: Sequence = ()) -> dict:
+    """After local training: tell ``on_client``, aggregate, evaluate, record, tell ``on_round_end``.
+    Returns the history entry and sets ``run.status`` to "diverged" (with a message) on non-finite
+    parameters or losses, or on a training loss past ``cfg.divergence_factor`` times the initial one."""
+    r, cfg, alg, ids, downlink = plan.round, run.cfg, run.alg, plan.ids, plan.downlink
     if any(_listens(o, "on_client") for o in observers):
         for i, cid in enumerate(ids.tolist()):
             up = tree_map(lambda t, i=i: t[i], out.uplinks)
@@ -349,7 +363,7 @@ def run_round(run: RunState, observers: Sequence = ()) -> dict:
             _emit(observers, "on_client", run, ClientUpdate(r, cid, up, out.states[i], out.local_loss[i], diag))
 
     before = run.server
-    info, weights = aggregate(run, r, ids, jobs, out, lr)
+    info, weights = aggregate(run, r, ids, plan.jobs, out, plan.lr)
     params = alg.global_params(run.server)
     entry = {"round": r + 1, "bits_up": int(out.uplinks.bits), "bits_down": int(downlink.bits) * len(ids),
              "local_loss": float(np.mean(out.local_loss)), "test_accuracy": None, "test_loss": None,
@@ -367,6 +381,52 @@ def run_round(run: RunState, observers: Sequence = ()) -> dict:
         run.status = "diverged"
         run.message = f"{grown} at round {r + 1}" if grown else f"non-finite parameters or loss at round {r + 1}"
     return entry
+
+
+def run_round(run: RunState, observers: Sequence = ()) -> dict:
+    """One round: sample, broadcast, local updates, aggregate, evaluate (:func:`begin_round`, the
+    executor, :func:`end_round`). Returns the history entry; ``run.status`` says if the run diverged."""
+    plan = begin_round(run, observers)
+    out = run.runner.run(run.alg, run.fmodel, run.data.x_train, run.data.y_train, plan.downlink, plan.jobs,
+                         run.buffers, run.optimizer, plan.lr, run.cfg.seed, plan.round, record=plan.record,
+                         on_step=_step_hook(run, plan.round, observers))
+    return end_round(run, plan, out, observers)
+
+
+def running(run: RunState) -> bool:
+    return run.round < run.cfg.rounds and run.status == "ok"
+
+
+def run_rounds_batched(runs: Sequence[RunState], hypers: Sequence[dict], observers: Sequence[Sequence] = ()):
+    """Runs that share an algorithm, model and data shapes, in lockstep: each round, every unfinished
+    run prepares its own round, ONE ``vmap`` trains all their clients (``VectorizedExecutor.run_many``),
+    then each run aggregates, evaluates and records on its own. ``hypers[i]``: run i's values of the
+    numeric hyperparameters that differ across the group (``benchmark.batched``); the local updates
+    run ``runs[0].alg`` with them. Yields ``(i, LoopResult)`` as soon as run i finishes (all rounds, or
+    diverged)."""
+    observers = list(observers) or [()] * len(runs)
+    first = runs[0]
+    vec = ex.VectorizedExecutor()
+    for i, run in enumerate(runs):
+        _emit(observers[i], "on_start", run)
+    done = [False] * len(runs)
+    while True:
+        active = [i for i, run in enumerate(runs) if running(run)]
+        for i, run in enumerate(runs):
+            if not done[i] and i not in active:
+                done[i] = True
+                result = finish(run)
+                _emit(observers[i], "on_end", run, result)
+                yield i, result
+        if not active:
+            return
+        plans = {i: begin_round(runs[i], observers[i]) for i in active}
+        shares = [ex.RunRound(plans[i].downlink, plans[i].jobs, runs[i].buffers, plans[i].lr, runs[i].cfg.seed,
+                              dict(hypers[i])) for i in active]
+        outs = vec.run_many(first.alg, first.fmodel, first.data.x_train, first.data.y_train, shares,
+                            first.optimizer, plans[active[0]].round, record=any(p.record for p in plans.values()))
+        for i, out in zip(active, outs):
+            end_round(runs[i], plans[i], out, observers[i])
 
 
 def finish(run: RunState) -> LoopResult:

@@ -33,6 +33,27 @@ from algorithms.base import (Algorithm, CounterRng, Message, ParamLayout, splitm
 EXECUTORS = ("sequential", "vectorized")
 
 
+
+# Batched runs' hyperparameters (benchmark.batched): a run's numeric hyperparameters as 0-d tensors
+
+
+def _tensor_hyper(hp, values: dict):
+    """A copy of the frozen dataclass ``hp`` with ``values`` (tensors) set, without running its
+    ``__init__``/``__post_init__`` (checks on values belong to the real, per-run instances)."""
+    new = copy.copy(hp)
+    for k, v in values.items():
+        object.__setattr__(new, k, v)
+    return new
+
+
+def batched_local_update(alg, ctx, downlink: Message, client_state, hyper: dict):
+    """``alg.local_update`` with the numeric hyperparameters ``hyper`` (0-d tensors) in place of its own."""
+    if hyper:
+        alg = copy.copy(alg)
+        alg.hp = _tensor_hyper(alg.hp, hyper)
+    return alg.local_update(ctx, downlink, client_state)
+
+
 class Batch(NamedTuple):
     x: torch.Tensor
     y: torch.Tensor
@@ -481,8 +502,48 @@ class SequentialExecutor:
         return RoundOutput(stack_trees(ups), states, bufs, losses, diags)
 
 
+@dataclass
+class RunRound:
+    """One run's share of a batched round (``VectorizedExecutor.run_many``): its downlink, sampled
+    clients, BatchNorm buffers, learning rate, seed, and the numeric hyperparameters that differ across
+    the group (``benchmark.batched.tensor_fields``; name -> this run's value)."""
+
+    downlink: Message
+    jobs: list[ClientJob]
+    buffers: dict
+    lr: float
+    seed: int
+    hyper: dict = field(default_factory=dict)
+
+
+def _pad_schedules(jobs: list[ClientJob]):
+    """Stack the clients' schedules: (idx, w, active) of shapes (K, S, B), (K, S, B), (K, S)."""
+    k = len(jobs)
+    max_steps = max(j.schedule.steps for j in jobs)
+    max_b = max(j.schedule.idx.shape[1] for j in jobs)
+    idx = torch.zeros(k, max_steps, max_b, dtype=torch.int64)
+    w = torch.zeros(k, max_steps, max_b)
+    active = torch.zeros(k, max_steps, dtype=torch.bool)
+    for i, j in enumerate(jobs):
+        s, b = j.schedule.idx.shape
+        idx[i, :s, :b] = j.schedule.idx
+        idx[i, :s, b:] = j.schedule.idx[:, :1]  # padding rows repeat a real sample, weight 0
+        idx[i, s:, :] = j.schedule.idx[:1, :1]  # masked steps: any valid index
+        w[i, :s, :b] = j.schedule.w
+        w[i, s:, :] = 1.0  # avoid 0/0 in masked steps (their results are discarded)
+        active[i, :s] = True
+    return idx, w, active
+
+
 class VectorizedExecutor:
-    """All sampled clients at once: ``vmap`` over a leading client axis (DESIGN.md, Performance)."""
+    """All sampled clients at once: ``vmap`` over a leading client axis (DESIGN.md, Performance).
+
+    ``run_many`` does the same for the clients of several runs at once (batched runs,
+    ``benchmark.batched``): one ``vmap`` over every (run, client) pair, each pair with its run's
+    downlink, buffers, learning rate, RNG keys and differing hyperparameters. ``run`` is its one-run
+    case. What every run shares stays unbatched (a Python float learning rate, a downlink closed over),
+    so a run alone computes exactly as before.
+    """
 
     name = "vectorized"
 
@@ -491,42 +552,61 @@ class VectorizedExecutor:
             on_step: Callable | None = None) -> RoundOutput:
         if on_step is not None:
             raise ValueError("per-step observation needs the sequential executor")
+        return self.run_many(alg, fmodel, x, y, [RunRound(downlink, jobs, buffers, lr, seed)], optimizer,
+                             round_, record=record)[0]
+
+    def run_many(self, alg: Algorithm, fmodel: FunctionalModel, x, y, runs: list[RunRound], optimizer,
+                 round_: int, *, record: bool = False) -> list[RoundOutput]:
         dev = x.device
+        jobs = [j for r in runs for j in r.jobs]
         k = len(jobs)
-        max_steps = max(j.schedule.steps for j in jobs)
-        max_b = max(j.schedule.idx.shape[1] for j in jobs)
-        idx = torch.zeros(k, max_steps, max_b, dtype=torch.int64)
-        w = torch.zeros(k, max_steps, max_b)
-        active = torch.zeros(k, max_steps, dtype=torch.bool)
-        for i, j in enumerate(jobs):
-            s, b = j.schedule.idx.shape
-            idx[i, :s, :b] = j.schedule.idx
-            idx[i, :s, b:] = j.schedule.idx[:, :1]  # padding rows repeat a real sample, weight 0
-            idx[i, s:, :] = j.schedule.idx[:1, :1]  # masked steps: any valid index
-            w[i, :s, :b] = j.schedule.w
-            w[i, s:, :] = 1.0  # avoid 0/0 in masked steps (their results are discarded)
-            active[i, :s] = True
-        keys = torch.stack([_rng_key(seed, round_, j.client_id, dev) for j in jobs])
+        sizes = [len(r.jobs) for r in runs]
+        idx, w, active = _pad_schedules(jobs)
+        keys = torch.stack([_rng_key(r.seed, round_, j.client_id, dev) for r in runs for j in r.jobs])
         steps = torch.tensor([j.schedule.steps for j in jobs], device=dev)
         nsamp = torch.tensor([float(j.num_samples) for j in jobs], device=dev)
         cids = torch.tensor([j.client_id for j in jobs], device=dev)
         states = stack_trees([j.state for j in jobs]) if jobs[0].state else {}
-        bufs = {n: t.unsqueeze(0).expand(k, *t.shape).clone() for n, t in buffers.items()}
+        bufs = {n: torch.cat([r.buffers[n].unsqueeze(0).expand(len(r.jobs), *t.shape) for r in runs])
+                for n, t in runs[0].buffers.items()}
         needs_mask = bool((~active).any())
         fmodel.weighted = bool(((w == 0) & active.unsqueeze(-1)).any())
 
-        def one(idx_i, w_i, act_i, buf_i, key_i, steps_i, n_i, cid_i, state_i):
+        def per_pair(values):  # one value per run -> a (pairs,) tensor
+            return torch.tensor([float(v) for v, n in zip(values, sizes) for _ in range(n)],
+                                dtype=torch.float32, device=dev)
+
+        shared_lr = len({r.lr for r in runs}) == 1
+        lr_arg = None if shared_lr else per_pair([r.lr for r in runs])
+        hyper = {f: per_pair([r.hyper[f] for r in runs]) for f in (runs[0].hyper if len(runs) > 1 else {})}
+        if len(runs) == 1:
+            down_arg = None
+        else:
+            pair_run = torch.tensor([i for i, n in enumerate(sizes) for _ in range(n)], device=dev)
+            down_arg = tree_map(lambda t: t[pair_run], stack_trees([r.downlink for r in runs]))
+
+        def one(idx_i, w_i, act_i, buf_i, key_i, steps_i, n_i, cid_i, state_i, lr_i, down_i, hyper_i):
+            lr_v = runs[0].lr if lr_i is None else lr_i
+            down = runs[0].downlink if down_i is None else down_i
             ctx = ClientContext(fmodel, x, y, idx_i, w_i, act_i if needs_mask else None, buf_i, key_i,
-                                optimizer, lr, steps_i, n_i, cid_i, round_, record)
-            up, st = alg.local_update(ctx, downlink, state_i)
+                                optimizer, lr_v, steps_i, n_i, cid_i, round_, record)
+            up, st = batched_local_update(alg, ctx, down, state_i, hyper_i)
             return up, st, ctx.buffers, ctx.loss_sum, ctx.diagnostics()
 
-        up, st, nb, loss, diag = vmap(one)(idx.to(dev), w.to(dev), active.to(dev), bufs, keys, steps, nsamp,
-                                           cids, states)
+        in_dims = (0,) * 9 + (None if lr_arg is None else 0, None if down_arg is None else 0, 0)
+        up, st, nb, loss, diag = vmap(one, in_dims=in_dims)(
+            idx.to(dev), w.to(dev), active.to(dev), bufs, keys, steps, nsamp, cids, states, lr_arg, down_arg, hyper)
         new_states = unstack_tree(st, k) if jobs[0].state else [{} for _ in jobs]
         new_bufs = unstack_tree(nb, k) if nb else [{} for _ in jobs]
+        new_diag = unstack_tree(diag, k) if diag else []
         losses = (loss / steps.clamp(min=1)).tolist()
-        return RoundOutput(up, new_states, new_bufs, losses, unstack_tree(diag, k) if diag else [])
+        outs, a = [], 0
+        for n in sizes:
+            ups = up if len(runs) == 1 else tree_map(lambda t, a=a, n=n: t[a:a + n], up)
+            outs.append(RoundOutput(ups, new_states[a:a + n], new_bufs[a:a + n], losses[a:a + n],
+                                    new_diag[a:a + n] if new_diag else []))
+            a += n
+        return outs
 
 
 def get(name: str):

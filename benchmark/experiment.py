@@ -18,7 +18,7 @@ import torch
 import algorithms
 from algorithms import optim
 
-from . import engine, store
+from . import cost, engine, store
 from . import executors as ex
 from .federated_dataset import FederatedDataset
 
@@ -64,7 +64,7 @@ class Experiment:
     eval_train_samples: int | None = 10000  # the training objective is measured on this many samples
     # training loss > divergence_factor x the initial model's training loss = "diverged" (None: NaN/inf only)
     divergence_factor: float | None = DIVERGENCE_FACTOR
-    executor: str = "auto"  # auto | sequential | vectorized
+    executor: str = "auto"  # auto (benchmark.cost.choose_executor) | sequential | vectorized
     device: str = "auto"  # auto | cpu | cuda
     data_root: str | None = None
     download: bool = False
@@ -148,14 +148,34 @@ def _tensor_fingerprint(data: FederatedDataset) -> str:
 # Provenance
 
 
-@lru_cache(maxsize=1)
-def code_version() -> dict:
+def package_version() -> str:
+    """fedrepro's version: the source tree's pyproject.toml when running from one (``PYTHONPATH=.``, no
+    install, or an editable install), else the installed distribution's metadata."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    pyproject = os.path.join(root, "pyproject.toml")
+    if os.path.isfile(pyproject):
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            import tomli as tomllib
+        try:
+            with open(pyproject, "rb") as f:
+                meta = tomllib.load(f).get("project", {})
+            if meta.get("name") == "fedrepro" and meta.get("version"):
+                return str(meta["version"])
+        except (OSError, ValueError):
+            pass
     try:
         from importlib.metadata import version
 
-        pkg = version("fedrepro")
-    except Exception:  # pragma: no cover - running from a source tree without install
-        pkg = "0+unknown"
+        return version("fedrepro")
+    except Exception:  # noqa: BLE001 - neither a source tree nor an install
+        return "0+unknown"
+
+
+@lru_cache(maxsize=1)
+def code_version() -> dict:
+    pkg = package_version()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     commit, dirty = None, None
     try:
@@ -260,12 +280,18 @@ class RunResult:
     status: str
     message: str = ""
     model: torch.nn.Module | None = None
+    #: how the run was executed: the executor and why it was chosen (``benchmark.cost``)
+    execution: dict = field(default_factory=dict)
+    initial_model: dict | None = None  # {"fingerprint": ...} of the parameters before round 1
 
     def record(self) -> dict:
-        return {"schema": RECORD_SCHEMA, "config": self.config, "config_hash": self.config_hash,
-                "code_version": self.code_version, "environment": self.environment,
-                "partition": self.partition, "history": self.history, "final": self.final,
-                "status": self.status, "message": self.message}
+        rec = {"schema": RECORD_SCHEMA, "config": self.config, "config_hash": self.config_hash,
+               "code_version": self.code_version, "environment": self.environment,
+               "partition": self.partition, "history": self.history, "final": self.final,
+               "status": self.status, "message": self.message, "execution": self.execution}
+        if self.initial_model is not None:
+            rec["initial_model"] = self.initial_model
+        return rec
 
     def to_json(self, indent: int | None = 1) -> str:
         return json.dumps(self.record(), indent=indent, default=_json_default)
@@ -340,6 +366,17 @@ def build_model(exp: Experiment, data: FederatedDataset) -> torch.nn.Module:
     return exp.model(data.input_shape, data.output_dim)
 
 
+def model_fingerprint(module: torch.nn.Module) -> str:
+    """Hash of a model's parameters and buffers (names, shapes, float64 values): runs that share a seed and a
+    model share their initial model, which paired comparisons check (``initial_model`` in the record)."""
+    h = hashlib.sha256()
+    for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.detach().to("cpu", torch.float64).contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 def final_metrics(history: list[dict], wall: float) -> dict:
     evaluated = [h for h in history if h["test_accuracy"] is not None or h["test_loss"] is not None]
     last = evaluated[-1] if evaluated else {}
@@ -373,26 +410,31 @@ class Prepared:
     optimizer: Any
     executor: str
     device: torch.device
+    execution: dict = field(default_factory=dict)  # the executor choice and its reason (benchmark.cost)
+    initial_model: dict = field(default_factory=dict)  # {"fingerprint": ...} of the seeded initial model
 
 
-def prepare(exp: Experiment) -> Prepared:
-    """Validate ``exp`` and build its data, partition, model, algorithm, loop settings and optimizer."""
+def prepare(exp: Experiment, data: FederatedDataset | None = None) -> Prepared:
+    """Validate ``exp`` and build its data, partition, model, algorithm, loop settings and optimizer.
+    ``data``: the dataset already loaded on the device (batched runs share one copy)."""
     exp.validate()
     device = resolve_device(exp.device)
-    data = load_dataset(exp, device)
+    data = load_dataset(exp, device) if data is None else data
     parts, part_info = make_partition(exp, data)
     k = exp.clients_per_round
     if k is not None and k > len(parts):
         raise ValueError(f"clients_per_round={k} exceeds the number of clients ({len(parts)})")
     module = build_model(exp, data).to(device)
+    initial = {"fingerprint": model_fingerprint(module)}
     fmodel = ex.FunctionalModel(module, data.task)
     if fmodel.loss == "squared_hinge" and data.num_classes != 2:
         raise ValueError(f"model {exp.model!r} is a binary squared-hinge SVM: it needs a dataset with 2 classes "
                          f"(labels 0/1), but {data.name!r} has {data.num_classes}")
     alg = algorithms.make(exp.algorithm, fmodel.layout, len(parts), exp.algorithm_args)
-    executor = "vectorized" if exp.executor == "auto" else exp.executor
+    choice = choose_executor(exp, fmodel, data, parts, alg.vectorizable, device)
     opt = optim.make(exp.optimizer, exp.momentum, exp.weight_decay)
-    return Prepared(data, parts, part_info, module, fmodel, alg, exp.loop_config(), opt, executor, device)
+    return Prepared(data, parts, part_info, module, fmodel, alg, exp.loop_config(), opt, choice.executor, device,
+                    choice.record(), initial)
 
 
 def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False, *,
@@ -428,6 +470,13 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False, *
     finally:
         if bar is not None:
             bar.close()
+    return make_result(exp, p, out, time.perf_counter() - t0, {**p.execution, "executor": out.executor}, init,
+                       threads_rule)
+
+
+def make_result(exp: Experiment, p: Prepared, out: engine.LoopResult, wall: float, execution: dict,
+                init: torch.Tensor | None = None, threads_rule: str | None = None) -> RunResult:
+    """The run's result and record from what ``engine`` returned (the trained model loaded into ``p.module``)."""
     module = p.module
     torch.nn.utils.vector_to_parameters(out.params.detach(), module.parameters())
     for name, buf in module.named_buffers():
@@ -441,8 +490,16 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False, *
     env = environment(p.device)
     if threads_rule:
         env["threads_rule"] = threads_rule
-    result = RunResult(config, config_hash(config), code_version(), env, p.partition,
-                       out.history, {**final_metrics(out.history, time.perf_counter() - t0),
-                                     "num_params": p.fmodel.layout.size}, out.status,
-                       out.message, module.eval())
-    return result
+    return RunResult(config, config_hash(config), code_version(), env, p.partition,
+                     out.history, {**final_metrics(out.history, wall), "num_params": p.fmodel.layout.size},
+                     out.status, out.message, module.eval(), execution,
+                     {"fingerprint": config["init_fingerprint"]} if init is not None else p.initial_model)
+
+
+def choose_executor(exp: Experiment, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list,
+                    vectorizable: bool, device: torch.device) -> cost.ExecutorChoice:
+    """The executor ``exp`` runs with: its own, or for ``auto`` the rule of ``benchmark.cost``."""
+    sizes = np.array([len(p) for p in parts], dtype=np.float64)
+    batch = float(np.mean(sizes if exp.batch_size is None else np.minimum(sizes, exp.batch_size)))
+    flops = cost.flops_per_sample(fmodel.module, data.input_shape) if exp.executor == "auto" else 0.0
+    return cost.choose_executor(exp.executor, device.type, vectorizable, flops, batch)

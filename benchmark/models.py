@@ -214,6 +214,13 @@ def _relu():
     return nn.ReLU(inplace=False)
 
 
+def _widths(name: str, width, base) -> tuple[int, ...]:
+    """Channel counts ``base`` scaled by the ``width`` option (rounded, at least 1)."""
+    if isinstance(width, bool) or not isinstance(width, (int, float)) or not 0 < width <= 16:
+        raise ValueError(f"{name}: width must be a number in (0, 16] (1 = the paper's model), got {width!r}")
+    return tuple(max(1, int(round(c * width))) for c in base)
+
+
 def _dropout(p: float, on: bool) -> list[nn.Module]:
     return [nn.Dropout(p, inplace=False)] if on and p > 0 else []
 
@@ -340,8 +347,9 @@ _FEDBAT = "FedBAT (Li et al., ICML 2024)"
            summary="4x[conv3x3(pad 1, no bias)-BN-ReLU-maxpool2] with 32/64/128/256 channels, "
                    "then Linear(no bias); FMNIST 1x28x28 -> Linear(256), SVHN 3x32x32 -> Linear(1024)",
            default_input=(1, 28, 28), default_classes=10,
-           expects="(C, H, W) with H, W >= 16 (paper: (1, 28, 28) FMNIST, (3, 32, 32) SVHN)")
-def _fedbat_cnn(name, shape, num_classes):
+           expects="(C, H, W) with H, W >= 16 (paper: (1, 28, 28) FMNIST, (3, 32, 32) SVHN)",
+           options={"width": 1.0})
+def _fedbat_cnn(name, shape, num_classes, width):
     """FedBAT's CNN (Table 4: Conv2d(C,32,3), Conv2d(32,64,3), Conv2d(64,128,3), Conv2d(128,256,3),
     Linear(256 | 1024, 10)).
 
@@ -349,16 +357,21 @@ def _fedbat_cnn(name, shape, num_classes):
     Linear(256) for FMNIST and Linear(1024) for SVHN force padding 1 and a 2x2 max-pool after each
     conv (28 -> 14 -> 7 -> 3 -> 1, 32 -> 16 -> 8 -> 4 -> 2); the public code confirms this order
     (conv-BN-ReLU-pool) and has no biases in conv/linear layers, which is followed here.
+
+    ``width`` (default 1: the paper's model) multiplies every channel count (``_widths``): a narrower
+    member of the same family for CPU-sized runs (e.g. 0.25: 8/16/32/64 channels, about 1/16 of the
+    multiply-adds); a run that uses it states the reduction.
     """
     c, h, w = _image(name, shape, 16, SPECS[name].expects)
     layers, c_in = [], c
-    for c_out in (32, 64, 128, 256):
+    widths = _widths(name, width, (32, 64, 128, 256))
+    for c_out in widths:
         layers += [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), _relu(),
                    nn.MaxPool2d(2)]
         c_in = c_out
     for _ in range(4):
         h, w = h // 2, w // 2
-    return nn.Sequential(*layers, _Flatten(), nn.Linear(256 * h * w, num_classes, bias=False))
+    return nn.Sequential(*layers, _Flatten(), nn.Linear(widths[-1] * h * w, num_classes, bias=False))
 
 
 @_register("fedbat_resnet10", paper=_FEDBAT, source="App. A Table 4 (wide=True: public code)",
@@ -399,21 +412,24 @@ def _lfl_stage(c_in: int, c_out: int, convs: int) -> list[nn.Module]:
            summary="conv3x3 32-pool-conv3x3 64-pool-conv3x3 64-pool (same padding, ReLU), FC 128-ReLU-"
                    "dropout 0.4-FC 10",
            default_input=(1, 28, 28), default_classes=10,
-           expects="(C, H, W) with H, W >= 8 (paper: (1, 28, 28) MNIST)", options={"dropout": True})
-def _lfl_cnn_mnist(name, shape, num_classes, dropout):
+           expects="(C, H, W) with H, W >= 8 (paper: (1, 28, 28) MNIST)",
+           options={"dropout": True, "width": 1.0})
+def _lfl_cnn_mnist(name, shape, num_classes, dropout, width):
     """LFL's MNIST CNN (Table 1, left column).
 
     Reading of the flattened two-column table: single-line cells are the MNIST column, rows printed
     once (pools, FC 128, dropout 0.4, softmax 10) are shared. So: conv32-pool-conv64-pool-conv64-pool-
     FC128-dropout0.4-softmax10, all convs 3x3 "same" with ReLU, floor pooling (28-14-7-3) and a
     flatten (576) before FC 128. Whether dropout 0.4 belongs to MNIST is ambiguous (kept: shared row).
-    Derived d = 130,890 (not printed in the paper).
+    Derived d = 130,890 (not printed in the paper). ``width`` multiplies the conv channels and the
+    FC width (default 1: the paper's model), as fedbat_cnn's.
     """
     c, h, w = _image(name, shape, 8, SPECS[name].expects)
-    layers = _lfl_stage(c, 32, 1) + _lfl_stage(32, 64, 1) + _lfl_stage(64, 64, 1)
+    c1, c2, c3, fc = _widths(name, width, (32, 64, 64, 128))
+    layers = _lfl_stage(c, c1, 1) + _lfl_stage(c1, c2, 1) + _lfl_stage(c2, c3, 1)
     h, w = h // 8, w // 8
-    return nn.Sequential(*layers, _Flatten(), nn.Linear(64 * h * w, 128), _relu(),
-                         *_dropout(0.4, dropout), nn.Linear(128, num_classes))
+    return nn.Sequential(*layers, _Flatten(), nn.Linear(c3 * h * w, fc), _relu(),
+                         *_dropout(0.4, dropout), nn.Linear(fc, num_classes))
 
 
 @_register("lfl_cnn_cifar10", paper=_LFL, source="Sec. 4 Table 1 (CIFAR-10 column)",

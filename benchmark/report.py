@@ -2,13 +2,20 @@
 
 ``fedrepro report --suite NAME`` reads ``results/<suite>/<version>/*.json`` and writes, beside them,
 ``leaderboard.md``, ``runs.csv``, ``accuracy_vs_rounds.png`` and ``accuracy_vs_uplink_bits.png``.
+``fedrepro report --compare OLD NEW`` sets two versions' results side by side (``compare.py``).
+
+A paper's number is set beside a measured one as a difference ("Δ") only in a suite that declares
+``scale = "paper"`` (the paper's own setting). Any other suite (reduced presets) shows the paper's number
+for orientation only, and the empirical claims' verdicts for that paper when a claims report exists for
+the version. A cell where an algorithm is provably another one under the cell's setting (LFL under
+partial participation is LB) says so (``EQUIVALENCES``).
 """
 from __future__ import annotations
 
 import csv
 import json
 import math
-import sys
+import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -75,6 +82,47 @@ def _per_client_bits(rec: dict) -> float | None:
     return f["bits_up_per_round"] / k
 
 
+def _arg(cfg: dict, name: str, default):
+    return (cfg.get("algorithm_args") or {}).get(name, default)
+
+
+def _partial(cfg: dict) -> bool:
+    k, n = cfg.get("clients_per_round"), cfg.get("num_clients")
+    return k is not None and n is not None and k < n
+
+
+# (applies(cfg), note): an algorithm that is another one under a cell's setting, each proven by a test
+EQUIVALENCES = [
+    (lambda c: c["algorithm"] == "lfl" and _partial(c),
+     "= LB here: with partial participation LFL resends the model every round (tests/test_lfl.py)"),
+    (lambda c: c["algorithm"] == "mifa" and not _partial(c),
+     "= FedAvg here: MIFA with every client every round (tests/test_drift_baselines.py)"),
+    (lambda c: c["algorithm"] == "fedavgm" and _arg(c, "beta1", 0.9) == 0,
+     "= FedAvg: beta1 = 0 (tests/test_drift_baselines.py)"),
+    (lambda c: c["algorithm"] == "fedprox" and _arg(c, "mu", 0.01) == 0,
+     "= FedAvg: mu = 0 (tests/test_drift_baselines.py)"),
+    (lambda c: c["algorithm"] == "mimelite" and _arg(c, "beta", 0.9) == 0,
+     "= FedAvg: beta = 0 (tests/test_drift_baselines.py)"),
+    (lambda c: c["algorithm"] == "fednova" and c.get("local_steps") is not None and _arg(c, "mu", 0.0) == 0,
+     "= FedAvg here: every client takes the same number of local steps (tests/test_drift_baselines.py)"),
+    (lambda c: c["algorithm"] in ("bherd", "bherd_random", "bherd_closest") and _arg(c, "alpha", 0.5) == 1,
+     "= FedAvg: alpha = 1 keeps every step (tests/test_bherd.py)"),
+    (lambda c: c["algorithm"] == "fedswa" and _arg(c, "rho", 0.1) == 1 and _arg(c, "alpha", 1.5) == 1,
+     "= FedAvg: rho = alpha = 1 (tests/test_fedswa.py)"),
+]
+
+
+def equivalence(cfg: dict) -> str | None:
+    """The note for a config whose algorithm is provably another one under its setting, or None."""
+    for applies, note in EQUIVALENCES:
+        try:
+            if applies(cfg):
+                return note
+        except (KeyError, TypeError):
+            continue
+    return None
+
+
 def _fmt(values: list[float]) -> str:
     if not values:
         return "-"
@@ -90,8 +138,12 @@ def _matches(match: dict, cfg: dict) -> bool:
 
 
 def leaderboard(records: list[dict], references=(), title: str = "", description: str = "",
-                metric: str = "test_accuracy") -> str:
-    """Markdown leaderboard: rows methods, columns dataset x partition (x N, S when they vary)."""
+                metric: str = "test_accuracy", comparable: bool = True) -> str:
+    """Markdown leaderboard: rows methods, columns dataset x partition (x N, S when they vary).
+
+    ``comparable``: the suite runs the paper's own setting, so a paper number is shown with the difference
+    and whether it lies in the measured spread; otherwise (a reduced suite) it is shown for orientation only.
+    """
     if not records:
         return f"# {title}\n\nNo records yet.\n"
     col_names = column_keys(records)
@@ -133,14 +185,20 @@ def leaderboard(records: list[dict], references=(), title: str = "", description
             if notes_of[(col, m)]:
                 text += f" ({notes_of[(col, m)]})"
             recs = groups[col].get(m, [])
+            eq = equivalence(recs[0]["config"]) if recs else None
+            if eq:
+                text += f"<br>*{eq}*"
             refs = [ref for ref in references if recs and _matches(ref.match, recs[0]["config"])]
             if refs and vals:
                 any_ref = True
                 ref = refs[0]
-                delta = float(np.mean(vals)) - ref.value
-                inside = min(vals) <= ref.value <= max(vals)
-                text += f"<br>paper {ref.value:g}{'' if ref.std is None else f' ± {ref.std:g}'}, " \
-                        f"Δ {delta:+.2f}, {'inside' if inside else 'outside'} spread"
+                paper = f"paper {ref.value:g}{'' if ref.std is None else f' ± {ref.std:g}'}"
+                if comparable:
+                    delta = float(np.mean(vals)) - ref.value
+                    inside = min(vals) <= ref.value <= max(vals)
+                    text += f"<br>{paper}, Δ {delta:+.2f}, {'inside' if inside else 'outside'} spread"
+                else:
+                    text += f"<br>({paper} at full scale)"
             row.append(text if recs else "")
         rows.append(row)
 
@@ -157,18 +215,29 @@ def leaderboard(records: list[dict], references=(), title: str = "", description
             f"({len(records)} runs); best per column in bold. `up bits/param`: uplink bits per sampled client per "
             f"round divided by the model's parameter count (32 = fp32).",
             "Best-round accuracy is selected on the test set and is therefore not used here (see runs.csv)."]
-    if any_ref:
+    if any_ref and comparable:
         out.append("Paper values are the paper's printed numbers; Δ = measured mean − paper; *inside spread* means "
                    "the paper's value lies within [min, max] of the measured seeds.")
+    elif any_ref:
+        out.append("**Reduced scale: the paper's numbers are for its full setting and are shown for orientation only** "
+                   "(no difference is computed: a reduced run is not expected to reach them). Whether the paper's "
+                   "claims hold at this scale is what the empirical claims report decides (below).")
     out += [f"Code: {', '.join(c[:10] for c in commits)}; device: {', '.join(map(str, envs))}.", "",
             tabulate(rows, headers=headers, tablefmt="github"), ""]
     return "\n".join(out)
 
 
-CSV_FIELDS = ["config_hash", "algorithm", "algorithm_args", "dataset", "partition", "num_clients",
+CSV_FIELDS = ["config_hash", "cell", "algorithm", "algorithm_args", "dataset", "partition", "num_clients",
               "clients_per_round", "seed", "rounds", "model", "status", "test_accuracy",
               "best_test_accuracy_selected_on_test", "best_round", "test_loss", "train_loss",
               "bits_up_per_round", "bits_down_per_round", "wall_time", "git_commit", "device", "message"]
+
+
+def cell_hash(cfg: dict) -> str:
+    """The config hash without the seed: one leaderboard cell (its seeds share it); ``compare`` matches on it."""
+    from .experiment import config_hash
+
+    return config_hash({k: v for k, v in cfg.items() if k != "seed"})
 
 
 def write_csv(records: list[dict], path: Path) -> None:
@@ -177,7 +246,7 @@ def write_csv(records: list[dict], path: Path) -> None:
         w.writeheader()
         for r in sorted(records, key=lambda r: (r["config"]["algorithm"], json.dumps(r["config"], sort_keys=True))):
             c, fi = r["config"], r["final"]
-            w.writerow({"config_hash": r["config_hash"], "algorithm": c["algorithm"],
+            w.writerow({"config_hash": r["config_hash"], "cell": cell_hash(c), "algorithm": c["algorithm"],
                         "algorithm_args": json.dumps(c.get("algorithm_args") or {}, sort_keys=True),
                         **{k: c.get(k) for k in ("dataset", "partition", "num_clients", "clients_per_round",
                                                  "seed", "rounds", "model")},
@@ -249,11 +318,13 @@ def write_report(suite, folder: Path) -> dict:
     folder = Path(folder)
     hashes = {c.config_hash for c in suite.cells}
     records = [r for r in store.read_records(folder) if r.get("config_hash") in hashes]
+    comparable = getattr(suite, "scale", "reduced") == "paper"
     md = leaderboard(records, suite.references, f"Leaderboard: {suite.name} ({folder.name})", suite.description,
-                     suite.metric)
+                     suite.metric, comparable)
     missing = len(hashes) - len(records)
     if missing:
         md += f"\n{missing} of {len(hashes)} cells have no record yet: this leaderboard is partial.\n"
+    md += claim_verdicts(suite.paper, folder)
     if suite.notes:
         md += "\n## Notes\n\n" + "\n\n".join(f"**{k}.** {v.strip()}" for k, v in suite.notes.items()) + "\n"
     paths = {"markdown": folder / "leaderboard.md", "csv": folder / "runs.csv"}
@@ -264,30 +335,27 @@ def write_report(suite, folder: Path) -> dict:
     return paths
 
 
-def cmd_report(a) -> int:
-    from .runner import SuiteError, load_suite, results_dir
+def claim_verdicts(paper: str | None, folder: Path) -> str:
+    """A markdown section listing ``paper``'s empirical-claim verdicts from the claims report of the same
+    version (``results/claims/<version>``, written by ``fedrepro claims``) for a leaderboard in ``folder``
+    (``results/<suite>/<version>``), or '' when there is none."""
+    if not paper:
+        return ""
+    base = folder.parent.parent / "claims" / folder.name
+    for sub, scale in (("", "cpu"), ("full", "full")):
+        path = base / sub / "report.json"
+        if not path.is_file():
+            continue
+        try:
+            rows = [c for c in json.loads(path.read_text()).get("claims", []) if c.get("paper") == paper]
+        except (OSError, json.JSONDecodeError):
+            continue
+        if not rows:
+            continue
+        link = os.path.relpath(path.with_name("report.md"), folder).replace(os.sep, "/")
+        lines = [f"\n## Empirical claims of this paper ({scale} scale, [claims report]({link}))\n"]
+        lines += [f"- `{c['id']}`: **{c['verdict']}** ({c.get('key_number', '')})" for c in rows]
+        return "\n".join(lines) + "\n"
+    return ""
 
-    try:
-        suite = load_suite(a.suite)
-    except SuiteError as e:
-        print(f"fedrepro: {e}", file=sys.stderr)
-        return 2
-    folder = results_dir(a.results, suite.name, a.version)
-    if not folder.is_dir():
-        print(f"fedrepro: no results in {folder}; run `fedrepro run --suite {suite.name}` first", file=sys.stderr)
-        return 2
-    paths = write_report(suite, folder)
-    print(paths["markdown"].read_text())
-    print(f"wrote {paths['markdown']}, {paths['csv']}" + "".join(f", {p}" for p in paths["plots"]),
-          file=sys.stderr)
-    return 0
 
-
-def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="write a suite's leaderboard, CSV and plots from its records",
-                       description="Read results/<suite>/<version>/*.json and write leaderboard.md, runs.csv and "
-                                   "PNG plots beside them.")
-    p.add_argument("--suite", required=True, help="suite name (see `fedrepro list suites`)")
-    p.add_argument("--results", default="results", help="results root (default ./results)")
-    p.add_argument("--version", help="package version folder (default: the installed version)")
-    p.set_defaults(func=cmd_report)

@@ -21,7 +21,6 @@ import os
 import sys
 import time
 import traceback
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,12 +31,12 @@ except ModuleNotFoundError:  # Python 3.10
 
 from . import lifeline, store
 from .experiment import DICT_FIELDS as _DICT_FIELDS
-from .experiment import (Experiment, Threads, choose_threads, code_version, config_hash, load_warning,
-                         usable_cpus)
+from .experiment import (Experiment, Threads, choose_threads, code_version, config_hash, usable_cpus)
 
 SUITES_DIR = Path(__file__).parent / "suites"
 _TOP_KEYS = {"name", "description", "paper", "requires", "metric", "defaults", "matrix", "override", "reference",
-             "notes"}
+             "notes", "scale"}
+SCALES = ("paper", "reduced")  # "paper": the paper's own setting, its numbers are comparable; else orientation only
 _FIELDS = {f.name for f in dataclasses.fields(Experiment)}
 FINISHED = ("ok", "diverged")  # statuses that are not run again; "failed" cells are retried
 
@@ -72,6 +71,7 @@ class Suite:
     paper: str | None = None
     requires: str = "cpu"
     notes: dict = field(default_factory=dict)
+    scale: str = "reduced"
 
 
 def suite_names() -> list[str]:
@@ -135,6 +135,9 @@ def load_suite(name_or_path: str) -> Suite:
         raise SuiteError(f"{where}: unknown top-level key(s) {sorted(unknown)}; valid: {sorted(_TOP_KEYS)}")
     if raw.get("name", path.stem) != path.stem:
         raise SuiteError(f"{where}: name {raw.get('name')!r} must equal the file name {path.stem!r}")
+    if raw.get("scale", "reduced") not in SCALES:
+        raise SuiteError(f"{where}: scale must be one of {SCALES} (\"paper\": the paper's own setting, so its "
+                         f"references are comparable), got {raw.get('scale')!r}")
     defaults = raw.get("defaults", {})
     _check_fields(defaults, f"{where} [defaults]")
     matrix = raw.get("matrix", {})
@@ -183,7 +186,7 @@ def load_suite(name_or_path: str) -> Suite:
     if not cells:
         raise SuiteError(f"{where}: the suite has no cells ([matrix] is empty)")
     return Suite(path.stem, path, raw.get("description", ""), cells, refs, raw.get("metric", "test_accuracy"),
-                 raw.get("paper"), raw.get("requires", "cpu"), raw.get("notes", {}))
+                 raw.get("paper"), raw.get("requires", "cpu"), raw.get("notes", {}), raw.get("scale", "reduced"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -270,33 +273,55 @@ def process_plan(jobs: int | str | None, cells: int) -> tuple[int, Threads, str 
 
 def run_suite(suite: Suite, backend: str = "local", jobs: int | str | None = None, results_root: str = "results",
               address: str | None = None, progress: bool = True, device: str | None = None,
-              executor: str | None = None) -> dict:
+              executor: str | None = None, group_runs: int | None = 1) -> dict:
     """Run every unfinished cell of ``suite``; return counts by status.
 
     The results folder is checked writable before any work (``store.StoreError`` otherwise).
+    ``group_runs``: batch up to that many cells into one vectorized job (``benchmark.batched``; None:
+    chosen per kind of cell from the device; 1: every cell alone). Batched jobs run in this process;
+    the cells left alone go to ``backend``.
     """
-    if backend not in BACKENDS:
-        raise SuiteError(f"unknown backend {backend!r}; choose local, process or ray")
-    check_jobs(jobs)
     _check_how(suite, device, executor)
-    out_dir = results_dir(results_root, suite.name)
-    store.check_writable_folder(out_dir, "results folder")
-    store.clean_stale_temps(out_dir)
-    todo, skipped = pending_cells(suite, out_dir)
     exps = []
-    for c in todo:
+    for c in suite.cells:
         e = c.experiment
         if device:
             e = dataclasses.replace(e, device=device)
         if executor:
             e = dataclasses.replace(e, executor=executor)
         exps.append(e)
+    return run_experiments(exps, results_dir(results_root, suite.name), backend, jobs, address, progress,
+                           f"suite {suite.name}", group_runs=group_runs, device=device)
+
+
+def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend: str = "local",
+                    jobs: int | str | None = None, address: str | None = None, progress: bool = True,
+                    desc: str = "cells", group_runs: int | None = 1, device: str | None = None) -> dict:
+    """Run every experiment in ``exps`` that has no finished record in ``out_dir`` (resumable, as a suite);
+    return counts by status ("skipped" = already finished). Suites, ``fedrepro tune`` and the empirical
+    claims all run their cells through here. Unreadable records are moved aside first (their cells run
+    again); ``group_runs`` and ``device`` as in ``run_suite``."""
+    if backend not in BACKENDS:
+        raise SuiteError(f"unknown backend {backend!r}; choose local, process or ray")
+    check_jobs(jobs)
+    out_dir = Path(out_dir)
+    store.check_writable_folder(out_dir, "results folder")
+    store.clean_stale_temps(out_dir)
+    done_status = {rec["config_hash"]: rec["status"] for rec in store.read_records(out_dir, quarantine=True)}
+    todo, seen = [], set()
+    for e in exps:
+        h = e.config_hash()
+        if done_status.get(h) not in FINISHED and h not in seen:
+            todo.append(e)
+        seen.add(h)
+    skipped = len(seen) - len(todo)
+    exps = todo
     counts = {"skipped": skipped, "ok": 0, "diverged": 0, "failed": 0}
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(suite.cells), initial=skipped, desc=f"suite {suite.name}", unit="cell")
+        bar = tqdm(total=len(seen), initial=skipped, desc=desc, unit="cell")
 
     def done(summary):
         counts[summary["status"]] = counts.get(summary["status"], 0) + 1
@@ -309,6 +334,8 @@ def run_suite(suite: Suite, backend: str = "local", jobs: int | str | None = Non
             bar.update(1)
 
     try:
+        if group_runs != 1:
+            exps = run_groups(exps, str(out_dir), group_runs, device, done)
         if not exps:
             pass
         elif backend == "local":
@@ -419,35 +446,151 @@ def _run_ray(exps: list[Experiment], out_dir: str, address: str | None, done) ->
             ray.shutdown()
 
 
-def main_run_suite(a) -> int:
-    """``fedrepro run --suite NAME``."""
-    try:
-        suite = load_suite(a.suite)
-    except SuiteError as e:
-        print(f"fedrepro: {e}", file=sys.stderr)
-        return 2
-    out_dir = results_dir(a.results, suite.name)
-    print(f"suite {suite.name}: {len(suite.cells)} cells -> {out_dir}", file=sys.stderr)
-    high_load = load_warning()
-    if high_load:
-        print(f"fedrepro: warning: {high_load}", file=sys.stderr)
-    try:
-        counts = run_suite(suite, a.backend, a.jobs, a.results, a.address, progress=not a.no_progress,
-                           device=a.device, executor=a.executor)
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: finished cells are kept in {out_dir}; run the same command again to resume",
-              file=sys.stderr)
-        return 130
-    except (SuiteError, store.StoreError) as e:
-        print(f"fedrepro: {e}", file=sys.stderr)
-        return 2
-    except BrokenProcessPool as e:
-        print(f"fedrepro: a worker process died ({e}); was it killed, or out of memory? Finished cells are "
-              f"kept in {out_dir}; run the same command again to resume", file=sys.stderr)
-        return 1
-    print(f"suite {suite.name}: " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=sys.stderr)
-    from . import report
+# --------------------------------------------------------------------------------------------------
+# Batched runs and the dry run (issue 14)
 
-    paths = report.write_report(suite, out_dir)
-    print(paths["markdown"].read_text())
-    return 0 if counts.get("failed", 0) == 0 else 1
+
+def _with_how(exps: list[Experiment], device: str | None, executor: str | None) -> list[Experiment]:
+    out = []
+    for e in exps:
+        if device:
+            e = dataclasses.replace(e, device=device)
+        if executor:
+            e = dataclasses.replace(e, executor=executor)
+        out.append(e)
+    return out
+
+
+def plan_suite(suite: Suite, results_root: str = "results", device: str | None = None,
+               executor: str | None = None, group_runs: int | None = None) -> dict:
+    """What ``run_suite`` would do: the unfinished cells, their batched groups, work and estimated time."""
+    from . import batched, cost
+
+    out_dir = results_dir(results_root, suite.name)
+    todo, done = pending_cells(suite, out_dir)
+    exps = _with_how([c.experiment for c in todo], device, executor)
+    dev_type = cost.device_type_of(device)
+    groups = batched.plan(exps, group_runs, dev_type) if exps else []
+    bench = cost.latest_bench(dev_type)
+    model = cost.cost_model_from_bench(bench) if bench else None
+    rows: dict[tuple, dict] = {}
+    alone_s: float | None = 0.0
+    for g in groups:
+        ge = [exps[i] for i in g.indices]
+        est = cost.estimate_group(ge, dev_type, model)
+        e = ge[0]
+        key = (e.algorithm, e.dataset if isinstance(e.dataset, str) else "custom",
+               e.model if isinstance(e.model, str) else "custom")
+        r = rows.setdefault(key, {"cells": 0, "groups": 0, "sample_gradients": 0.0, "seconds": 0.0,
+                                  "executor": set(), "reason": set()})
+        r["cells"] += len(ge)
+        r["groups"] += 1
+        r["sample_gradients"] += est["sample_gradients"]
+        r["executor"].add(est["executor"])
+        r["reason"].add(g.reason)
+        r["seconds"] = None if r["seconds"] is None or est["seconds"] is None else r["seconds"] + est["seconds"]
+        for x in ge:
+            single = cost.estimate_group([x], dev_type, model)["seconds"]
+            alone_s = None if alone_s is None or single is None else alone_s + single
+    total = [r["seconds"] for r in rows.values()]
+    return {"suite": suite.name, "out_dir": str(out_dir), "cells": len(suite.cells), "done": done,
+            "to_run": len(todo), "jobs": len(groups), "device": dev_type, "rows": rows,
+            "seconds": None if any(t is None for t in total) else sum(total), "seconds_alone": alone_s,
+            "bench": bench.get("_path") if bench else None}
+
+
+def run_groups(exps: list[Experiment], out_dir: str, group_runs: int | None, device: str | None, done) -> list:
+    """Run the batched jobs among ``exps`` (``benchmark.batched.plan``), writing each run's record as soon
+    as it finishes; return the experiments left to run alone. What cannot be batched is said once."""
+    from . import batched, cost
+
+    if not exps:
+        return exps
+    for note in grouping_notes(exps):
+        print(f"fedrepro: {note}", file=sys.stderr)
+    groups = batched.plan(exps, group_runs, cost.device_type_of(device))
+    alone = []
+    for g in groups:
+        if len(g.indices) == 1:
+            alone.append(exps[g.indices[0]])
+            continue
+        for summary in run_group_cells([exps[i] for i in g.indices], out_dir):
+            done(summary)
+    return alone
+
+
+def run_group_cells(exps: list[Experiment], out_dir: str):
+    """Run one batched job; write each run's record when that run finishes and yield its summary. If
+    the job fails as a whole, its unfinished cells run one by one (each failure recorded)."""
+    from . import batched
+    from .experiment import _use_threads
+
+    threads = choose_threads(1)
+    finished = set()
+    try:
+        rule = _use_threads(threads)
+        for i, res in batched.iter_group(exps):
+            rec = json.loads(res.to_json(indent=None))
+            rec["environment"]["threads_rule"] = rule
+            assert rec["config_hash"] == exps[i].config_hash(), "config hash changed while running"
+            finished.add(i)
+            yield save_cell(out_dir, rec)
+    except Exception as e:  # noqa: BLE001 - fall back to the cells one by one, which record their failures
+        print(f"fedrepro: a batched job of {len(exps)} {exps[0].algorithm} cells failed ({type(e).__name__}: {e}); "
+              "running its unfinished cells one by one", file=sys.stderr)
+        for i, e in enumerate(exps):
+            if i not in finished:
+                yield run_cell(e, out_dir, threads)
+
+
+def grouping_notes(exps: list[Experiment]) -> list[str]:
+    """Why some cells cannot share a batched job, once per algorithm (and hyperparameter)."""
+    import algorithms
+
+    from . import batched
+
+    notes, by_alg = [], {}
+    for e in exps:
+        by_alg.setdefault(e.algorithm, []).append(e)
+    for name, es in sorted(by_alg.items()):
+        cls = algorithms.get_class(name)
+        if not cls.vectorizable:
+            notes.append(f"{name} is not vectorizable: its {len(es)} cell(s) run one by one, not batched")
+            continue
+        free = batched.tensor_fields(name)
+        hps = [algorithms.base.make_hyper(cls, e.algorithm_args) for e in es]
+        for f in batched._float_fields(cls):
+            if f not in free and len({repr(getattr(h, f)) for h in hps}) > 1:
+                notes.append(f"{name}: {f} cannot be a batched tensor (the probe of benchmark.batched failed: "
+                             "Python control flow or a value derived from it), so cells that differ in it run in "
+                             "separate jobs")
+        if "lr" not in free and len({e.lr for e in es}) > 1:
+            notes.append(f"{name}: the learning rate cannot be a batched tensor, so cells that differ in it run "
+                         "in separate jobs")
+    return notes
+
+
+def select_cells(suite: Suite, only: list[str] | None) -> Suite:
+    """The suite restricted to the cells matching every ``KEY=VALUE`` of ``only`` (``--only``; values
+    as in a suite file: numbers, strings, ``algorithm_args.mu=0.1`` for a dict field's key)."""
+    if not only:
+        return suite
+    match: dict = {}
+    for item in only:
+        if "=" not in item:
+            raise SuiteError(f"--only expects KEY=VALUE (e.g. dataset=fmnist), got {item!r}")
+        k, v = (x.strip() for x in item.split("=", 1))
+        try:
+            v = json.loads(v)
+        except json.JSONDecodeError:
+            pass
+        if "." in k:
+            k, sub = k.split(".", 1)
+            match.setdefault(k, {})[sub] = v
+        else:
+            match[k] = v
+    _check_fields(match, "--only")
+    cells = [c for c in suite.cells if _matches(match, c.experiment.config())]
+    if not cells:
+        raise SuiteError(f"--only {' '.join(only)} matches none of the {len(suite.cells)} cells of {suite.name}")
+    return dataclasses.replace(suite, cells=cells)

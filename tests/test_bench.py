@@ -11,7 +11,7 @@ import torch
 from benchmark.cli import main
 
 TINY = ["--device", "cpu", "--clients", "3", "--batch-size", "8", "--local-steps", "2", "--repeats", "1",
-        "--warmup", "1", "--threads", "1"]
+        "--warmup", "1", "--threads", "1", "--runs", "2"]
 
 
 def _positive_finite(v) -> bool:
@@ -30,9 +30,18 @@ def test_quick_json_has_ratios_and_throughputs(capsys):
     assert all(_positive_finite(out["throughput"][m]) for m in ("sequential", "vectorized", "limit"))
     (cfg,) = out["configs"]
     assert cfg["sample_gradients_per_round"] == 3 * 8 * 2
-    assert set(cfg["seconds"]) == {"sequential", "vectorized", "limit_module", "limit_functional"}
+    assert set(cfg["seconds"]) == {"sequential", "vectorized", "auto", "limit_module", "limit_functional"}
+    assert cfg["auto_executor"] == "vectorized" and cfg["flops_per_sample"] == 2560  # logreg: 2 x 2 x 64 x 10
+    assert _positive_finite(cfg["auto_over_best"])
     assert cfg["limit_kind"] in ("limit_module", "limit_functional")
-    assert [t["model"] for t in out["targets"]] == ["logreg"]  # the CPU target applies to digits/logreg
+    # the CPU targets of digits/logreg: executors, and batched runs
+    assert [(t["model"], t["metric"]) for t in out["targets"]] == [
+        ("logreg", "vectorized_over_sequential"), ("logreg", "batched_over_one_after_another")]
+    (runs,) = out["runs"]
+    assert runs["runs"] == 2 and runs["sample_gradients"] == 2 * 1 * 3 * 8 * 2  # 2 cells x 1 round (quick)
+    assert runs["alone_executor"] == "vectorized"
+    assert _positive_finite(runs["batched_over_one_after_another"])
+    assert out["round_overhead_seconds"] is None or out["round_overhead_seconds"] >= 0
 
 
 def test_cnn_preset_table_and_out_file(tmp_path, capsys):
@@ -40,13 +49,17 @@ def test_cnn_preset_table_and_out_file(tmp_path, capsys):
     path = tmp_path / "perf" / "bench.json"
     threads = torch.get_num_threads()
     rc = main(["bench", "--quick", "--out", str(path), "--clients", "2", "--batch-size", "4",
-               "--local-steps", "1", "--repeats", "1", "--warmup", "0", "--device", "cpu", "--threads", "1"])
+               "--local-steps", "1", "--repeats", "1", "--warmup", "0", "--device", "cpu", "--threads", "1",
+               "--runs", "0"])
     assert torch.get_num_threads() == threads  # restored
     assert rc == 0
     text = capsys.readouterr().out
     assert "fedbat_cnn" in text and "vec/seq" in text and "vec/limit" in text
     rec = json.loads(path.read_text())
     assert rec["headline"] == "fmnist_cnn/fedbat_cnn" and rec["configs"][0]["params"] > 100_000
+    # batch 4: 4 x 6.0e7 FLOPs per client step, above the CPU rule's 1e8: the CNN runs sequentially
+    assert rec["configs"][0]["auto_executor"] == "sequential"
+    assert [t["metric"] for t in rec["targets"]] == ["auto_over_best"] and rec["runs"] == []
     assert _positive_finite(rec["vectorized_over_limit"])
 
 
@@ -81,8 +94,8 @@ def _asv_cases():
 
 @pytest.mark.parametrize("cls, method, combo", list(_asv_cases()))
 def test_asv_benchmark_runs_once(cls, method, combo, monkeypatch):
-    if cls.__name__ == "Speedup":
-        monkeypatch.setattr(cls, "workload_shape", (3, 8, 2))
+    if hasattr(cls, "workload_shape"):  # the ratio benchmarks, shrunk
+        monkeypatch.setattr(cls, "workload_shape", (3, 8, 2) if cls.__name__ == "Speedup" else (2, 4, 1))
         monkeypatch.setattr(cls, "timing_repeats", 1)
     threads = torch.get_num_threads()
     bench = cls()
@@ -100,4 +113,28 @@ def test_asv_benchmark_runs_once(cls, method, combo, monkeypatch):
 
 def test_asv_benchmarks_are_all_collected():
     names = {c.values[0].__name__ for c in _asv_cases()}
-    assert names >= {"ExecutorRound", "Compressors", "Partition", "TheoryCheck", "Speedup"}
+    assert names >= {"ExecutorRound", "Compressors", "Partition", "TheoryCheck", "Speedup", "SpeedupCNN",
+                      "AutoChoice", "BatchedRuns"}
+
+
+def test_asv_history_script_lists_commits(capsys):
+    """The history recorder (benchmark/asv_history.py), cheaply: which commits it would record."""
+    import subprocess
+
+    from benchmark import asv_history
+
+    try:
+        asv_history.commits()
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        pytest.skip("not a git checkout")
+    assert asv_history.main(["record", "--dry-run", "--machine", "no-such-machine"]) == 0
+    out = capsys.readouterr().out
+    assert "commit(s) to record for machine 'no-such-machine'" in out
+
+
+def test_asv_history_sample_spreads_over_the_history():
+    from benchmark.asv_history import spread
+
+    items = list(range(73))
+    assert spread(items, 5) == [0, 18, 36, 54, 72]
+    assert spread(items, 1) == [72] and spread(items, 100) == items and spread([], 3) == []

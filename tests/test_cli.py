@@ -9,10 +9,10 @@ from benchmark.cli import main
 
 
 def test_plain_run_is_the_smoke_suite(monkeypatch):
-    from benchmark import runner
+    from benchmark.cli import run as cli_run
 
     seen = {}
-    monkeypatch.setattr(runner, "main_run_suite", lambda a: seen.setdefault("suite", a.suite) and 0)
+    monkeypatch.setattr(cli_run, "main_run_suite", lambda a: seen.setdefault("suite", a.suite) and 0)
     assert main(["run", "--no-progress"]) == 0
     assert seen["suite"] == "smoke"
 

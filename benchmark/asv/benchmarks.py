@@ -7,8 +7,21 @@ Threads: every benchmark pins torch to one CPU thread (``THREADS``): the workloa
 overhead-bound, and on a shared machine torch's intra-op threads make timings swing by orders of
 magnitude (benchmark/asv/README.md); one thread makes the recorded history comparable.
 """
-import numpy as np
-import torch
+import os
+import sys
+import time
+
+if os.environ.get("FEDREPRO_ASV_ISOLATE"):
+    # benchmark/asv_history.py records an old commit from a worktree (ASV_PYTHONPATH): drop an editable
+    # install's import hooks, which would otherwise fill in the modules that commit does not have with
+    # the installed tree's (a benchmark needing them must fail for that commit, not measure other code)
+    sys.meta_path[:] = [f for f in sys.meta_path if not str(getattr(f, "__module__", "")).startswith("__editable__")]
+    sys.path[:] = [p for p in sys.path if not str(p).startswith("__editable__")]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if "__editable__" not in repr(h)]
+    sys.path_importer_cache.clear()
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 THREADS = 1
 
@@ -17,12 +30,77 @@ def _pin_threads():
     torch.set_num_threads(THREADS)
 
 
-def _digits_round_workload(clients: int, batch_size: int, local_steps: int):
-    from benchmark import bench
+class _RoundWorkload:
+    """One FedAvg round (broadcast, the executor's local updates, aggregate) from a fixed server state.
 
-    cfg = bench.Config("digits", "logreg", (1, 8, 8), 10, clients, batch_size, local_steps,
-                       samples_per_client=4 * batch_size)
-    return bench.Workload(cfg, torch.device("cpu"))
+    Built only from APIs that every commit of the history has (``algorithms.make``, the executors'
+    ``FunctionalModel``/``client_schedule``/``ClientJob``/``get(...).run``, ``RoundInfo``), so that
+    ``benchmark/asv_history.py`` can record old commits with today's benchmarks.
+    """
+
+    def __init__(self, module, input_shape, clients: int, batch_size: int, local_steps: int, seed: int = 0):
+        import algorithms
+        from algorithms import optim
+        from algorithms.base import RoundInfo
+        from benchmark import executors as ex
+
+        g = torch.Generator().manual_seed(seed)
+        n = 4 * batch_size
+        self.x = torch.randn(clients * n, *input_shape, generator=g)
+        self.y = torch.randint(0, 10, (clients * n,), generator=g)
+        self.fmodel = ex.FunctionalModel(module, "classification")
+        self.alg = algorithms.make("fedavg", self.fmodel.layout, clients)
+        self.opt = optim.make("sgd")
+        p0 = torch.nn.utils.parameters_to_vector(module.parameters()).detach().clone()
+        self.server = self.alg.init(p0)
+        self.buffers = self.fmodel.initial_buffers()
+        self.jobs = []
+        for cid in range(clients):
+            part = np.arange(cid * n, (cid + 1) * n)
+            sch = ex.client_schedule(part, np.random.default_rng([seed, 2, 0, cid]), None, local_steps, batch_size)
+            self.jobs.append(ex.ClientJob(cid, sch, self.alg.client_init(p0), n))
+        n_k = torch.full((clients,), float(n))
+        self.weights = n_k / n_k.sum()
+        self.info = RoundInfo(0, torch.arange(clients), clients, n_k,
+                              torch.tensor([j.schedule.steps for j in self.jobs]), 0.01)
+        self.executors = {name: ex.get(name) for name in ("sequential", "vectorized")}
+
+    def run(self, executor: str):
+        down = self.alg.broadcast(self.server)
+        out = self.executors[executor].run(self.alg, self.fmodel, self.x, self.y, down, self.jobs, self.buffers,
+                                           self.opt, 0.01, 0, 0)
+        return self.alg.aggregate(self.server, out.uplinks, self.weights, self.info)
+
+    def seconds(self, executor: str) -> float:
+        t0 = time.perf_counter()
+        self.run(executor)
+        return time.perf_counter() - t0
+
+    def ratio(self, repeats: int) -> float:
+        """Median sequential time over median vectorized time, interleaved."""
+        seq, vec = [], []
+        for _ in range(repeats):
+            seq.append(self.seconds("sequential"))
+            vec.append(self.seconds("vectorized"))
+        return float(np.median(seq) / np.median(vec))
+
+
+def _logreg():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+
+
+def _digits_round_workload(clients: int, batch_size: int, local_steps: int) -> _RoundWorkload:
+    return _RoundWorkload(_logreg(), (1, 8, 8), clients, batch_size, local_steps)
+
+
+def _fedbat_cnn():
+    try:
+        from benchmark import models
+    except ImportError:
+        raise NotImplementedError("benchmark.models is not available at this commit") from None
+    torch.manual_seed(0)
+    return models.build("fedbat_cnn", (1, 28, 28), 10)
 
 
 class ExecutorRound:
@@ -36,11 +114,10 @@ class ExecutorRound:
     def setup(self, executor):
         _pin_threads()
         self.workload = _digits_round_workload(4, 32, 5)
-        self.fn = self.workload.fns[executor]
-        self.fn()  # warm up (first-call dispatch and functorch set-up)
+        self.workload.run(executor)  # warm up (first-call dispatch and functorch set-up)
 
     def time_round(self, executor):
-        self.fn()
+        self.workload.run(executor)
 
 
 class Compressors:
@@ -107,12 +184,88 @@ class Speedup:
         _pin_threads()
         self.workload = _digits_round_workload(*self.workload_shape)
         for method in ("sequential", "vectorized"):
-            self.workload.time_once(method)
+            self.workload.seconds(method)
 
     def track_vectorized_over_sequential(self):
-        w = self.workload
-        seq, vec = [], []
+        return self.workload.ratio(self.timing_repeats)
+
+
+class SpeedupCNN:
+    """The same ratio on FedBAT's FMNIST CNN (1x28x28, 10 clients, batch 64, 1 local step, median of 3):
+    compute-bound on a CPU, where vectorizing does not pay (0.56x in results/perf)."""
+
+    unit = "x"
+    timeout = 300
+    timing_repeats = 3
+    workload_shape = (10, 64, 1)
+
+    def setup(self):
+        _pin_threads()
+        self.workload = _RoundWorkload(_fedbat_cnn(), (1, 28, 28), *self.workload_shape)
+        for method in ("sequential", "vectorized"):
+            self.workload.seconds(method)
+
+    def track_vectorized_over_sequential(self):
+        return self.workload.ratio(self.timing_repeats)
+
+
+class AutoChoice:
+    """``executor="auto"`` against the faster executor on FedBAT's CNN (10 clients, batch 64, 1 local step):
+    the time of the executor auto picks over the faster one's (issue 14's CPU target: >= 0.9)."""
+
+    unit = "x"
+    timeout = 300
+    timing_repeats = 3
+    workload_shape = (10, 64, 1)
+
+    def setup(self):
+        try:
+            from benchmark import cost
+        except ImportError:
+            raise NotImplementedError("benchmark.cost (executor auto) is not available at this commit") from None
+        _pin_threads()
+        module = _fedbat_cnn()
+        k, b, s = self.workload_shape
+        self.workload = _RoundWorkload(module, (1, 28, 28), k, b, s)
+        flops = cost.flops_per_sample(module, (1, 28, 28))
+        self.auto = cost.choose_executor("auto", "cpu", True, flops, b).executor
+        for method in ("sequential", "vectorized"):
+            self.workload.seconds(method)
+
+    def track_auto_over_best(self):
+        t = {m: [] for m in ("sequential", "vectorized")}
         for _ in range(self.timing_repeats):
-            seq.append(w.time_once("sequential"))
-            vec.append(w.time_once("vectorized"))
-        return float(np.median(seq) / np.median(vec))
+            for m in t:
+                t[m].append(self.workload.seconds(m))
+        med = {m: float(np.median(v)) for m, v in t.items()}
+        return min(med.values()) / med[self.auto]
+
+
+class BatchedRuns:
+    """6 runs (3 seeds x 2 learning rates) of FedAvg, digits logreg on 1x8x8 inputs, 10 clients, batch 64,
+    5 local steps, 2 rounds: one batched job over one after another (issue 14's CPU target: >= 2)."""
+
+    unit = "x"
+    timeout = 300
+    timing_repeats = 3
+    workload_shape = (10, 64, 5)
+
+    def setup(self):
+        try:
+            from benchmark import bench
+            from benchmark.batched import run_group  # noqa: F401
+        except ImportError:
+            raise NotImplementedError("batched runs are not available at this commit") from None
+        _pin_threads()
+        k, b, s = self.workload_shape
+        cfg = bench.Config("digits", "logreg", (1, 8, 8), 10, k, b, s, samples_per_client=4 * b)
+        self.workload = bench.RunsWorkload(cfg, torch.device("cpu"), 6, 2)
+        for m in bench.RUN_METHODS:
+            self.workload.time_once(m)
+
+    def track_batched_over_one_after_another(self):
+        t = {"one_after_another": [], "batched": []}
+        for _ in range(self.timing_repeats):
+            for m in t:
+                t[m].append(self.workload.time_once(m))
+        return float(np.median(t["one_after_another"]) / np.median(t["batched"]))

@@ -7,8 +7,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from . import store
-from .experiment import code_version, environment
+from .. import store
+from ..experiment import code_version, environment
 
 PAPER_TITLES = {
     "fedbat": "FedBAT (Li et al., ICML 2024)",

@@ -1,0 +1,353 @@
+"""Batched runs: cells that differ only in seed, partition or numeric hyperparameters, as one job.
+
+A group of R runs trains in lockstep: each round every run prepares its own clients (its sampling,
+partition, schedules, RNG keys and client states), then ONE ``vmap`` runs ``local_update`` over all
+(run, client) pairs, each pair with its own downlink, learning rate and numeric hyperparameters
+(batched 0-d tensors), then each run aggregates, evaluates and records on its own
+(``benchmark.engine``). A run's record equals the record of the same cell run alone with the vectorized
+executor, to float rounding (tests/test_batched.py).
+
+Which hyperparameters may differ inside a group is measured, not declared (``tensor_fields``): a
+probe runs ``local_update`` of the algorithm on a tiny model under ``vmap`` with a field (or the
+learning rate) as a batched tensor, and compares with separate instances built by ``algorithms.make``
+with each value. A field that fails (Python control flow on it, a value derived in ``__init__``, an
+operator built from it) must be equal across a group. Non-float fields always must.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+import torch
+
+import algorithms
+from algorithms.base import stack_trees, tree_map
+
+from .executors import batched_local_update
+
+#: Experiment fields that must be equal inside a group (the others: seed, partition, lr, lr_decay,
+#: eval_every, eval_train_samples, algorithm_args' tensor fields, and how-to-run fields)
+SHARED_FIELDS = ("algorithm", "dataset", "dataset_args", "model", "model_args", "num_clients",
+                 "clients_per_round", "rounds", "local_epochs", "local_steps", "batch_size", "momentum",
+                 "weight_decay", "optimizer", "device", "data_root", "download")
+#: datasets whose data depend on the seed (generated): their runs group only with the same seed
+SEEDED_DATASETS = ("synthetic",)
+LR = "lr"  # the name the probe uses for the local learning rate
+
+
+# --------------------------------------------------------------------------------------------------
+# Which hyperparameters can be batched tensors
+
+
+def _float_fields(cls) -> list[str]:
+    hp = cls.Hyper()
+    return [f.name for f in dataclasses.fields(hp)
+            if isinstance(getattr(hp, f.name), float) and not isinstance(getattr(hp, f.name), bool)]
+
+
+def _probe_values(cls, name: str) -> tuple | None:
+    """Two valid, distinct values of float field ``name`` (None if none are found)."""
+    v0 = getattr(cls.Hyper(), name)
+    cands = [v0 * 0.8, v0 * 1.25, v0 + 0.1, v0 - 0.1, 0.3, 0.05] if v0 != 0 else [0.05, 0.1, 0.3]
+    for v1 in cands:
+        if v1 == v0:
+            continue
+        try:
+            algorithms.base.make_hyper(cls, {name: v1})
+            return v0, v1
+        except (ValueError, TypeError):
+            continue
+    return None
+
+
+def _randomize(tree, gen: torch.Generator):
+    def one(t):
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            return t + 0.1 * torch.randn(t.shape, generator=gen, dtype=t.dtype)
+        return t
+    return tree_map(one, tree)
+
+
+@lru_cache(maxsize=None)
+def tensor_fields(name: str) -> frozenset:
+    """The hyperparameters of algorithm ``name`` (and ``"lr"``) that can differ inside a group."""
+    return probe_fields(algorithms.get_class(name))
+
+
+def probe_fields(cls) -> frozenset:
+    """``tensor_fields`` of an algorithm class (registered or not)."""
+    if not cls.vectorizable:
+        return frozenset()
+    fields = [LR, *_float_fields(cls)]
+    if _safe_probe(cls, fields):  # all at once (one probe), else one by one
+        return frozenset(fields)
+    return frozenset(f for f in fields if _safe_probe(cls, [f]))
+
+
+def _safe_probe(cls, fields: list[str]) -> bool:
+    try:
+        return _probe(cls, fields)
+    except Exception:  # noqa: BLE001 - any failure means: not as a tensor
+        return False
+
+
+def _probe(cls, fields: list[str]) -> bool:
+    """Does ``local_update`` under vmap with ``fields`` batched (two values each) equal two separate
+    instances built by ``algorithms.make`` with each value? (A field that ``local_update`` never reads,
+    e.g. a server step size, passes: it acts only in the per-run server code, which is right.)"""
+    from torch.func import vmap
+
+    from . import executors as ex
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+    fmodel = ex.FunctionalModel(model, "classification")
+    gen = torch.Generator().manual_seed(1)
+    x, y = torch.randn(24, 4, generator=gen), torch.randint(0, 3, (24,), generator=gen)
+    lrs = (0.05, 0.08) if LR in fields else (0.05, 0.05)
+    args: list[dict] = [{}, {}]
+    for f in fields:
+        if f == LR:
+            continue
+        values = _probe_values(cls, f)
+        if values is None:
+            return False
+        args[0][f], args[1][f] = values
+    algs = [cls(algorithms.base.make_hyper(cls, a), fmodel.layout, 4) for a in args]
+    p0 = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
+    downs, states = [], []
+    for a in algs:
+        server = _randomize(a.init(p0), gen)
+        downs.append(_randomize(a.broadcast(server), gen))
+        states.append(_randomize(a.client_init(p0), gen))
+    opt = algorithms.optim.make("sgd")
+    idx = torch.arange(24).reshape(3, 8)
+    w = torch.ones(3, 8)
+    key = torch.tensor(7, dtype=torch.int64)
+    steps, n, cid = torch.tensor(3), torch.tensor(24.0), torch.tensor(1)
+
+    def one(alg, hyper, lr, down, state):
+        ctx = ex.ClientContext(fmodel, x, y, idx, w, None, {}, key, opt, lr, steps, n, cid, 0)
+        return batched_local_update(alg, ctx, down, state, hyper)
+
+    fmodel.weighted = False
+    ref = [vmap(lambda d, s, a=a, lr=lr: one(a, {}, lr, d, s))(*stack_trees([(dn, st)]))
+           for a, lr, dn, st in zip(algs, lrs, downs, states)]
+    hyper = {f: torch.tensor([args[0][f], args[1][f]], dtype=torch.float32) for f in args[0]}
+    if LR in fields:  # a batched 0-d tensor per pair; else the Python float every run shares
+        got = vmap(lambda h, lr, d, s: one(algs[0], h, lr, d, s))(
+            hyper, torch.tensor(lrs, dtype=torch.float32), stack_trees(downs), stack_trees(states))
+    else:
+        got = vmap(lambda h, d, s: one(algs[0], h, lrs[0], d, s))(hyper, stack_trees(downs), stack_trees(states))
+    for i in range(2):
+        a = torch.utils._pytree.tree_leaves(tree_map(lambda t: t[0], ref[i]))
+        b = torch.utils._pytree.tree_leaves(tree_map(lambda t, i=i: t[i], got))
+        if len(a) != len(b):
+            return False
+        for u, v in zip(a, b):
+            if u.shape != v.shape or u.dtype != v.dtype:
+                return False
+            if u.is_floating_point():
+                if not torch.allclose(u, v, rtol=1e-5, atol=1e-6):
+                    return False
+            elif not torch.equal(u, v):
+                return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------------
+# Grouping cells
+
+
+def _dataset_name(exp) -> str | None:
+    if not isinstance(exp.dataset, str):
+        return None
+    from . import datasets
+
+    try:
+        return datasets._resolve(exp.dataset)[0]
+    except ValueError:
+        return None
+
+
+def group_key(exp) -> tuple:
+    """Cells with the same key can share a batched job (their values of the tensor fields may differ).
+    A dataset or model given as an object (Python API) groups with the same object only."""
+    cls = algorithms.get_class(exp.algorithm)
+    if not cls.vectorizable:
+        return ("alone", exp.config_hash())
+    free = tensor_fields(exp.algorithm)
+    shared = {f: getattr(exp, f) for f in SHARED_FIELDS}
+    for f in ("dataset", "model"):
+        if not isinstance(shared[f], str):
+            shared[f] = f"object {id(shared[f])}"
+    if _dataset_name(exp) in SEEDED_DATASETS:
+        shared["seed"] = exp.seed
+    if LR not in free:
+        shared["lr"] = exp.lr
+        shared["lr_decay"] = exp.lr_decay
+    hp = algorithms.base.make_hyper(cls, exp.algorithm_args)
+    shared["algorithm_args"] = {f.name: getattr(hp, f.name) for f in dataclasses.fields(hp)
+                                if f.name not in free}
+    return ("group", json.dumps(shared, sort_keys=True, default=str))
+
+
+def plan_groups(exps: list, max_runs: int | None, device=None) -> list[list[int]]:
+    """Indices of ``exps`` in groups of at most ``max_runs`` runs (None: ``group_size_for`` each kind of
+    cell on ``device``), order kept within and across groups."""
+    return [g.indices for g in plan(exps, max_runs, device)]
+
+
+@dataclass(frozen=True)
+class Group:
+    indices: list
+    reason: str  # why this size (or why alone)
+
+
+def plan(exps: list, max_runs: int | None, device=None) -> list[Group]:
+    """``plan_groups`` with the reason for each group's size."""
+    import torch
+
+    if max_runs is not None and max_runs <= 1:
+        return [Group([i], "--group-runs 1") for i in range(len(exps))]
+    device = torch.device(device or "cpu")
+    by_key: dict[tuple, list[int]] = {}
+    for i, e in enumerate(exps):
+        by_key.setdefault(group_key(e), []).append(i)
+    groups = []
+    for key, idx in by_key.items():
+        if key[0] == "alone":
+            groups.extend(Group([i], _alone_reason(exps[i])) for i in idx)
+            continue
+        if max_runs is None:
+            size = group_size_for(exps[idx[0]], device)
+            n, why = size.runs, size.reason
+        else:
+            n, why = max_runs, f"--group-runs {max_runs}"
+        for s in range(0, len(idx), n):
+            groups.append(Group(idx[s:s + n], why))
+    groups.sort(key=lambda g: g.indices[0])
+    return groups
+
+
+def _alone_reason(exp) -> str:
+    return f"{exp.algorithm} is not vectorizable: runs alone"
+
+
+#: CPU: runs per batched job by default (fedrepro bench --preset runs: the gain flattens by then)
+CPU_GROUP_RUNS = 8
+#: CUDA: a vectorized step of the whole group should hold about this much arithmetic (FLOPs) to fill
+#: the GPU; more runs than that only queue
+CUDA_STEP_FLOPS = 2e12
+MAX_GROUP_RUNS = 64
+
+
+@dataclass(frozen=True)
+class GroupSize:
+    runs: int
+    reason: str
+
+
+def default_group_runs(device_type: str, executor_alone: str, flops_sample: float, activation_bytes: float,
+                       params: int, clients: int, batch: float, free_memory: float | None) -> GroupSize:
+    """How many runs to batch by default.
+
+    1 where a run alone takes the sequential executor (compute-bound on a CPU: batching only pays where
+    vectorizing does). CPU: ``CPU_GROUP_RUNS``. CUDA: as many as fit in half the free device memory
+    (per (run, client) pair: the batch's activations x 3 for backward, and ten parameter-sized vectors)
+    and as make one vectorized step about ``CUDA_STEP_FLOPS``, at most ``MAX_GROUP_RUNS``.
+    """
+    if executor_alone != "vectorized":
+        return GroupSize(1, f"a run alone takes the {executor_alone} executor here: batching does not pay")
+    if device_type == "cpu":
+        return GroupSize(CPU_GROUP_RUNS, "cpu default (results/perf/README.md)")
+    step = max(clients * batch * flops_sample, 1.0)
+    by_compute = max(1, int(CUDA_STEP_FLOPS // step))
+    pair = batch * activation_bytes * 3 + 10 * params * 4
+    by_memory = MAX_GROUP_RUNS if not free_memory or pair <= 0 else max(1, int(0.5 * free_memory // (clients * pair)))
+    runs = max(1, min(by_compute, by_memory, MAX_GROUP_RUNS))
+    return GroupSize(runs, f"{device_type}: {by_compute} by compute ({step:.2g} FLOPs per step per run), "
+                           f"{by_memory} by memory, at most {MAX_GROUP_RUNS}")
+
+
+def group_size_for(exp, device) -> GroupSize:
+    """``default_group_runs`` for an experiment (model built on the meta device; no data read)."""
+    import torch
+
+    from . import cost, models
+
+    if not algorithms.get_class(exp.algorithm).vectorizable:
+        return GroupSize(1, f"{exp.algorithm} is not vectorizable")
+    if not isinstance(exp.model, str) or not isinstance(exp.dataset, str):
+        return GroupSize(CPU_GROUP_RUNS, "a dataset or model object: the CPU default")
+    work = cost.cell_work(exp)
+    with torch.device("meta"):
+        module = models.build(exp.model, tuple(work["input_shape"]), work["classes"], **dict(exp.model_args))
+    flops = cost.flops_per_sample(module, tuple(work["input_shape"]))
+    choice = cost.choose_executor(exp.executor, device.type, True, flops, work["batch"])
+    free = None
+    if device.type == "cuda":
+        free = float(torch.cuda.mem_get_info(device)[0])
+    params = sum(p.numel() for p in module.parameters())
+    return default_group_runs(device.type, choice.executor, flops,
+                              cost.activation_bytes_per_sample(module, tuple(work["input_shape"])),
+                              params, work["clients_per_round"], work["batch"], free)
+
+
+# --------------------------------------------------------------------------------------------------
+# Running a group
+
+
+def differing_hyper(algs: list, free: frozenset) -> list[str]:
+    """The batchable hyperparameters whose values differ across the runs' algorithm instances."""
+    names = []
+    for f in sorted(free - {LR}):
+        if len({repr(getattr(a.hp, f)) for a in algs}) > 1:
+            names.append(f)
+    return names
+
+
+def iter_group(exps: list):
+    """Run ``exps`` (one ``group_key``) as one batched job; yield ``(index, RunResult)`` as each run
+    finishes (diverged runs early, the others after the last round)."""
+    import time
+
+    from . import engine
+    from .experiment import load_dataset, make_result, prepare, resolve_device
+
+    if not exps:
+        return
+    keys = {group_key(e) for e in exps}
+    if len(keys) != 1 or next(iter(keys))[0] != "group":
+        raise ValueError("these experiments cannot share a batched job (they differ in a field that must be "
+                         f"equal: one of {', '.join(SHARED_FIELDS)}, or a hyperparameter that is not batchable); "
+                         "use benchmark.batched.plan_groups")
+    t0 = time.perf_counter()
+    exps = [dataclasses.replace(e, executor="vectorized") for e in exps]
+    for e in exps:
+        e.validate()
+    data = load_dataset(exps[0], resolve_device(exps[0].device))
+    preps = [prepare(e, data) for e in exps]
+    runs = [engine.start(p.alg, p.fmodel, p.data, p.parts, p.cfg, "vectorized", p.optimizer) for p in preps]
+    varying = differing_hyper([p.alg for p in preps], tensor_fields(exps[0].algorithm))
+    hypers = [{f: float(getattr(p.alg.hp, f)) for f in varying} for p in preps]
+    lr_varies = len({e.lr for e in exps}) > 1 or len({e.lr_decay for e in exps}) > 1
+    execution = {"executor": "vectorized", "reason": f"batched: {len(exps)} runs in one vmap over (run, client) "
+                 "pairs (benchmark.batched)", "group_runs": len(exps),
+                 "batched_hyperparameters": (["lr"] if lr_varies else []) + varying}
+    for i, out in engine.run_rounds_batched(runs, hypers):
+        yield i, make_result(exps[i], preps[i], out, time.perf_counter() - t0,
+                             {**execution, "group_index": i})
+
+
+def run_group(exps: list) -> list:
+    """``iter_group`` collected, in the order of ``exps``."""
+    results = [None] * len(exps)
+    for i, res in iter_group(exps):
+        results[i] = res
+    return results
+
+
+__all__ = ["tensor_fields", "probe_fields", "group_key", "plan_groups", "batched_local_update",
+           "default_group_runs", "group_size_for", "iter_group", "run_group", "SHARED_FIELDS"]

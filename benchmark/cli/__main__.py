@@ -1,0 +1,6 @@
+"""``python -m benchmark.cli``: the ``fedrepro`` command from a source tree."""
+import sys
+
+from .main import main
+
+sys.exit(main())

@@ -1,0 +1,123 @@
+"""Flags shared by the commands: every ``Experiment`` field as a flag, and their parsing into plain values."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+
+def parse_kv(items: list[str] | None, flag: str) -> dict:
+    out = {}
+    for item in items or []:
+        for part in item.split(","):
+            if not part:
+                continue
+            if "=" not in part:
+                print(f"fedrepro: {flag} expects KEY=VALUE, got {part!r}", file=sys.stderr)
+                raise SystemExit(2)
+            k, v = part.split("=", 1)
+            try:
+                out[k.strip()] = json.loads(v)
+            except json.JSONDecodeError:
+                out[k.strip()] = v
+    return out
+
+
+def int_or_none(s: str):
+    if s.lower() in ("none", "all", "full"):
+        return None
+    try:
+        return int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'none', got {s!r}") from None
+
+
+def jobs(s: str):
+    """``--jobs``: an integer >= 1 or "auto"."""
+    if s.lower() == "auto":
+        return "auto"
+    try:
+        n = int(s)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 or 'auto', got {s!r}")
+    return n
+
+
+def factor_or_none(s: str):
+    if s.lower() in ("none", "off"):
+        return "none"  # not None: None means "flag not given"
+    try:
+        return float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'none', got {s!r}") from None
+
+
+def experiment_flags(p: argparse.ArgumentParser) -> None:
+    from ..experiment import Experiment
+
+    d = Experiment()
+    g = p.add_argument_group("experiment (every Experiment field; unset flags keep the defaults)")
+    g.add_argument("--algorithm", help=f"registered algorithm (default {d.algorithm}); see `fedrepro list`")
+    g.add_argument("--dataset", help=f"dataset name (default {d.dataset})")
+    g.add_argument("--partition", help="auto | natural | iid | dirichlet:<beta> | labelcnt:<k> | shards:<s> | "
+                                       "quantity:<beta> | gradma_dirichlet:<omega> (default auto: the dataset's "
+                                       "natural clients if it has them, else iid)")
+    g.add_argument("--num-clients", type=int_or_none, help=f"number of clients N (default {d.num_clients})")
+    g.add_argument("--clients-per-round", type=int_or_none,
+                   help="clients sampled per round (default: all)")
+    g.add_argument("--rounds", type=int, help=f"communication rounds (default {d.rounds})")
+    g.add_argument("--local-epochs", type=int, help=f"local epochs (default {d.local_epochs})")
+    g.add_argument("--local-steps", type=int, help="local steps (replaces --local-epochs)")
+    g.add_argument("--batch-size", type=int_or_none, help=f"local batch size, or 'full' (default {d.batch_size})")
+    g.add_argument("--lr", type=float, help=f"local learning rate (default {d.lr})")
+    g.add_argument("--momentum", type=float, help="local SGD momentum (default 0)")
+    g.add_argument("--weight-decay", type=float, help="local weight decay (default 0)")
+    g.add_argument("--optimizer", choices=["sgd", "adam"], help="local optimizer (default sgd)")
+    g.add_argument("--lr-decay", type=float, help="multiplicative learning-rate decay per round (default 1)")
+    g.add_argument("--seed", type=int, help="seed (default 0); several runs: --seeds")
+    g.add_argument("--seeds", type=int, nargs="+", help="run once per seed")
+    g.add_argument("--model", help=f"model name (default {d.model}); see `fedrepro list`")
+    g.add_argument("--algorithm-args", "--arg", dest="algorithm_args", action="append", metavar="K=V",
+                   help="algorithm hyperparameter, repeatable (e.g. --arg mu=0.01)")
+    g.add_argument("--dataset-args", action="append", metavar="K=V", help="dataset option, repeatable")
+    g.add_argument("--model-args", action="append", metavar="K=V", help="model option, repeatable")
+    g.add_argument("--eval-every", type=int, help="evaluate every k rounds (default 1)")
+    g.add_argument("--eval-train-samples", type=int_or_none,
+                   help="training samples used for the training objective (default 10000; 'all')")
+    g.add_argument("--divergence-factor", type=factor_or_none,
+                   help=f"record a run as diverged when its training loss exceeds this factor times the initial "
+                        f"model's (default {d.divergence_factor:g}; 'none': only NaN/inf)")
+    g.add_argument("--executor", choices=["auto", "sequential", "vectorized"],
+                   help="how local updates run (default auto: the faster one for this model, batch and device, "
+                        "by the rule of benchmark/cost.py; the run record says which and why)")
+    g.add_argument("--device", help="auto | cpu | cuda (default auto)")
+    g.add_argument("--data-root", help="folder with real datasets (default $FEDREPRO_DATA or ~/.cache/fedrepro/data)")
+    g.add_argument("--download", action="store_true", default=None, help="download real datasets if missing")
+
+
+def experiments_from_args(a) -> tuple[list, bool]:
+    """Experiments the flags ask for, and whether any experiment flag was given at all."""
+    from ..experiment import DICT_FIELDS, Experiment
+
+    fields = {f.name for f in dataclasses.fields(Experiment)}
+    given = {}
+    for name in fields:
+        v = getattr(a, name, None)
+        if v is None:
+            continue
+        if name in DICT_FIELDS:
+            v = parse_kv(v, "--" + name.replace("_", "-"))
+        given[name] = v
+    if a.local_steps is not None:
+        given["local_epochs"] = None
+    if given.get("divergence_factor") == "none":
+        given["divergence_factor"] = None
+    seeds = a.seeds or [given.pop("seed", 0)]
+    given.pop("seed", None)
+    # flags that say how to run (not what) do not turn the offline default into a single run
+    any_flag = bool(set(given) - {"device", "executor", "data_root", "download"}) or a.seeds is not None \
+        or a.seed is not None
+    return [Experiment(seed=s, **given) for s in seeds], any_flag

@@ -1,0 +1,62 @@
+"""``fedrepro bench``: executor throughput, the centralized limit, the auto choice and batched runs
+(``benchmark.bench``)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+
+from ..bench import PRESETS, BenchError, run_bench, table
+
+
+def cmd_bench(a) -> int:
+    log = None if a.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    try:
+        models = tuple(m.strip() for m in a.model.split(",") if m.strip()) if a.model else None
+        result = run_bench(a.preset, models, a.device, a.clients, a.batch_size, a.local_steps, a.repeats, a.warmup,
+                           a.threads, a.seed, a.quick, a.runs, a.profile, log)
+    except (BenchError, ValueError) as e:  # ValueError: e.g. a model that does not fit the preset's inputs
+        print(f"fedrepro bench: {e}", file=sys.stderr)
+        return 2
+    text = json.dumps(result, indent=1)
+    if a.out:
+        d = os.path.dirname(os.path.abspath(a.out))
+        os.makedirs(d, exist_ok=True)
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+        print(f"wrote {a.out}", file=sys.stderr)
+    print(text if a.json else table(result))
+    ok = all(math.isfinite(s["vectorized_over_sequential"]) for s in result["configs"])
+    return 0 if ok else 1
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "bench", help="throughput: vectorized vs sequential executor, and the centralized limit",
+        description="Measures, in one process and on the same work, one FedAvg round of the sequential and "
+                    "the vectorized executor and centralized training on the same samples (the limit), and "
+                    "prints throughputs and ratios. Presets: "
+                    + "; ".join(f"{k}: {v.about} (local steps {v.local_steps}, --quick {v.quick_local_steps})"
+                                for k, v in PRESETS.items()) + ".")
+    p.add_argument("--preset", choices=[*PRESETS, "all"], default="fmnist_cnn",
+                   help="configuration(s) to measure (default fmnist_cnn)")
+    p.add_argument("--model", help="model name(s), comma-separated, replacing the preset's models "
+                                    "(default: fmnist_cnn -> fedbat_cnn; digits -> logreg,mlp)")
+    p.add_argument("--device", default="auto", help="cpu | cuda | auto (default auto)")
+    p.add_argument("--clients", type=int, default=10, help="clients per round (default 10)")
+    p.add_argument("--batch-size", type=int, default=64, help="local batch size (default 64)")
+    p.add_argument("--local-steps", type=int, help="local steps per round (default: the preset's)")
+    p.add_argument("--repeats", type=int, help="timed repeats, median reported (default 5; --quick 3)")
+    p.add_argument("--warmup", type=int, help="untimed warm-up rounds per method (default 1)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's default)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic data and model (default 0)")
+    p.add_argument("--quick", action="store_true", help="fewer local steps and repeats (under a minute on a "
+                                                       "2-core CPU)")
+    p.add_argument("--runs", type=int, default=6, help="cells in the batched-runs measurement (3 seeds x 2 "
+                                                        "learning rates for 6; default 6; 0 skips it)")
+    p.add_argument("--profile", metavar="FILE", help="also write torch.profiler tables (one vectorized round, one "
+                                                      "limit round, one batched job per model) to FILE")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--out", help="also write the JSON object to this file")
+    p.set_defaults(func=cmd_bench)

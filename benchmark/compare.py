@@ -1,0 +1,135 @@
+"""``fedrepro report --compare OLD NEW``: what changed between two versions' committed results.
+
+* Leaderboards: for every suite with a ``runs.csv`` in both ``results/<suite>/OLD`` and ``results/<suite>/NEW``
+  (the committed per-run numbers; run records are git-ignored), each cell's final test accuracy over its seeds.
+  A cell *moved beyond its seed spread* when the two versions' [min, max] ranges over seeds do not overlap.
+  Cells are matched by the ``cell`` column (the config hash without the seed) when both files have it, else by
+  the descriptive columns (algorithm, its arguments, dataset, partition, N, S, rounds, model).
+* Theory verdicts: ``results/theory/<v>/report.json``, claim by claim.
+* Empirical-claim verdicts: ``results/claims/<v>/report.json`` (CPU scale) and ``.../full/report.json``.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+_DESCRIPTIVE = ("algorithm", "algorithm_args", "dataset", "partition", "num_clients", "clients_per_round", "rounds",
+                "model")
+
+
+def _read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _cells(rows: list[dict], use_cell: bool) -> dict[tuple, dict]:
+    out: dict[tuple, dict] = defaultdict(lambda: {"acc": [], "status": defaultdict(int), "label": ""})
+    for r in rows:
+        key = (r["cell"],) if use_cell else tuple(r.get(k, "") for k in _DESCRIPTIVE)
+        c = out[key]
+        c["label"] = " ".join(f"{k}={r.get(k)}" for k in _DESCRIPTIVE if r.get(k) not in ("", "{}", None))
+        c["status"][r["status"]] += 1
+        if r["status"] == "ok" and r.get("test_accuracy") not in ("", None):
+            c["acc"].append(100 * float(r["test_accuracy"]))
+    return out
+
+
+def compare_suite(old_csv: Path, new_csv: Path) -> dict:
+    old_rows, new_rows = _read_csv(old_csv), _read_csv(new_csv)
+    use_cell = bool(old_rows and new_rows and "cell" in old_rows[0] and "cell" in new_rows[0])
+    old, new = _cells(old_rows, use_cell), _cells(new_rows, use_cell)
+    moved, status, same = [], [], 0
+    for key in sorted(set(old) & set(new), key=str):
+        o, n = old[key], new[key]
+        if dict(o["status"]) != dict(n["status"]):
+            status.append({"cell": n["label"], "old": dict(o["status"]), "new": dict(n["status"])})
+        if o["acc"] and n["acc"]:
+            disjoint = max(o["acc"]) < min(n["acc"]) or max(n["acc"]) < min(o["acc"])
+            row = {"cell": n["label"], "old": _stats(o["acc"]), "new": _stats(n["acc"]),
+                   "delta": float(np.mean(n["acc"]) - np.mean(o["acc"]))}
+            if disjoint:
+                moved.append(row)
+            else:
+                same += 1
+    return {"matched": len(set(old) & set(new)), "only_old": len(set(old) - set(new)),
+            "only_new": len(set(new) - set(old)), "moved": moved, "status_changed": status, "within_spread": same,
+            "matched_by": "cell hash" if use_cell else "descriptive columns (" + ", ".join(_DESCRIPTIVE) + ")"}
+
+
+def _stats(v: list[float]) -> dict:
+    return {"mean": float(np.mean(v)), "min": float(min(v)), "max": float(max(v)), "seeds": len(v)}
+
+
+def _verdicts(path: Path) -> dict[str, str]:
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text())
+    return {c["id"]: c["verdict"] for c in data.get("claims", [])}
+
+
+def compare_verdicts(old: Path, new: Path) -> dict:
+    o, n = _verdicts(old), _verdicts(new)
+    return {"old_report": str(old) if old.is_file() else None, "new_report": str(new) if new.is_file() else None,
+            "changed": [{"id": i, "old": o[i], "new": n[i]} for i in sorted(set(o) & set(n)) if o[i] != n[i]],
+            "unchanged": sum(o[i] == n[i] for i in set(o) & set(n)),
+            "added": sorted(set(n) - set(o)), "removed": sorted(set(o) - set(n))}
+
+
+def compare(results: Path, old: str, new: str) -> dict:
+    results = Path(results)
+    suites = {}
+    for d in sorted(p for p in results.iterdir() if p.is_dir()) if results.is_dir() else []:
+        a, b = d / old / "runs.csv", d / new / "runs.csv"
+        if a.is_file() and b.is_file():
+            suites[d.name] = compare_suite(a, b)
+    return {"old": old, "new": new, "suites": suites,
+            "theory": compare_verdicts(results / "theory" / old / "report.json", results / "theory" / new / "report.json"),
+            "claims": compare_verdicts(results / "claims" / old / "report.json", results / "claims" / new / "report.json"),
+            "claims_full": compare_verdicts(results / "claims" / old / "full" / "report.json",
+                                            results / "claims" / new / "full" / "report.json")}
+
+
+def markdown(c: dict) -> str:
+    from tabulate import tabulate
+
+    out = [f"# Results {c['old']} -> {c['new']}", ""]
+    out += ["## Leaderboards", "",
+            "A cell *moved* when its [min, max] over seeds in the two versions do not overlap (final test accuracy, "
+            "%). Only suites with a committed runs.csv in both versions are compared.", ""]
+    if not c["suites"]:
+        out += ["No suite has results in both versions.", ""]
+    for name, s in c["suites"].items():
+        out += [f"### {name}", "", f"{s['matched']} cells matched by {s['matched_by']} ({s['only_old']} only in "
+                f"{c['old']}, {s['only_new']} only in {c['new']}); {len(s['moved'])} moved beyond their seed spread, "
+                f"{s['within_spread']} within it; {len(s['status_changed'])} changed status.", ""]
+        if s["moved"]:
+            rows = [[m["cell"], f"{m['old']['mean']:.2f} [{m['old']['min']:.2f}, {m['old']['max']:.2f}]",
+                     f"{m['new']['mean']:.2f} [{m['new']['min']:.2f}, {m['new']['max']:.2f}]", f"{m['delta']:+.2f}"]
+                    for m in s["moved"]]
+            out += [tabulate(rows, headers=["cell", c["old"], c["new"], "Δ"], tablefmt="github"), ""]
+        if s["status_changed"]:
+            rows = [[m["cell"], m["old"], m["new"]] for m in s["status_changed"]]
+            out += [tabulate(rows, headers=["cell", f"status {c['old']}", f"status {c['new']}"], tablefmt="github"),
+                    ""]
+    for key, title in (("theory", "Theory verdicts"), ("claims", "Empirical-claim verdicts (CPU scale)"),
+                       ("claims_full", "Empirical-claim verdicts (full scale)")):
+        v = c[key]
+        out += [f"## {title}", ""]
+        if not v["old_report"] or not v["new_report"]:
+            missing = [x for x, p in ((c["old"], v["old_report"]), (c["new"], v["new_report"])) if not p]
+            out += [f"No report for {' and '.join(missing)}.", ""]
+            continue
+        out += [f"{len(v['changed'])} changed, {v['unchanged']} unchanged, {len(v['added'])} added, "
+                f"{len(v['removed'])} removed.", ""]
+        if v["changed"]:
+            out += [tabulate([[x["id"], x["old"], x["new"]] for x in v["changed"]],
+                             headers=["claim", c["old"], c["new"]], tablefmt="github"), ""]
+        if v["added"]:
+            out += ["Added: " + ", ".join(f"`{i}`" for i in v["added"]), ""]
+        if v["removed"]:
+            out += ["Removed: " + ", ".join(f"`{i}`" for i in v["removed"]), ""]
+    return "\n".join(out)

@@ -1,0 +1,379 @@
+"""Cost model: FLOPs per sample-gradient, the rule behind ``executor="auto"``, and suite cost estimates.
+
+The executor rule (``choose_executor``) is backed by ``fedrepro bench`` measurements (results/perf/README.md):
+the vectorized executor pays the per-step Python/dispatch overhead once for all clients of a round, the
+sequential one once per client, but on a CPU vmap makes the arithmetic itself slower (the stacked
+activations of all clients leave the caches, and batched convolutions lose their best kernels). So
+vectorizing pays while a client's step is small and stops paying once the arithmetic dominates. On the
+2-core CPU of results/perf, vec/seq is 2.5-3.6x for the digits models (< 5e6 FLOPs per client step),
+0.75-1.2x between 1e7 and 6e8 (MLPs and CNNs at batch 16; which side wins depends on threads and on the
+other load), and 0.55-0.7x for the CNNs at batch 64 (>= 1.6e9). The rule: on a CPU, vectorize when a
+client step (batch x forward+backward FLOPs per sample) is at most ``CPU_VECTORIZE_MAX_FLOPS`` (1e8, in
+the middle of that mixed band, where either choice is within about 25% of the other); on CUDA always
+vectorize (a GPU needs the batched work; the GPU issue measures it). The choice depends only on the
+model, the batch and the device, never on timings, so the same experiment always takes the same path
+(and the same seed gives bit-identical histories).
+
+Suite estimates (``estimate_cell``, ``estimate_suite``) count sample-gradients (the training work:
+rounds x sampled clients x samples per local round) and evaluation forwards, and turn them into
+seconds with a ``CostModel`` fitted to the newest ``fedrepro bench`` JSON for this device in
+``results/perf/``: per-step overhead and seconds per FLOP of each executor, and the rest of a round.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+#: largest client step (batch x forward+backward FLOPs per sample) that the CPU vectorizes
+CPU_VECTORIZE_MAX_FLOPS = 1e8
+#: the same per device type (inf: always vectorize)
+VECTORIZE_MAX_FLOPS = {"cpu": CPU_VECTORIZE_MAX_FLOPS, "cuda": math.inf}
+#: an evaluation forward costs about a third of a forward+backward
+FORWARD_FRACTION = 1.0 / 3.0
+
+# train size, test size, input shape of the datasets that are files (no need to read them for an estimate)
+KNOWN_SIZES = {
+    "mnist": (60000, 10000, (1, 28, 28)),
+    "fmnist": (60000, 10000, (1, 28, 28)),
+    "svhn": (73257, 26032, (3, 32, 32)),
+    "cifar10": (50000, 10000, (3, 32, 32)),
+    "cifar100": (50000, 10000, (3, 32, 32)),
+    "tinyimagenet": (100000, 10000, (3, 64, 64)),
+    "digits": (1347, 450, (1, 8, 8)),
+}
+_NUM_CLASSES = {"cifar100": 100, "tinyimagenet": 200}
+
+
+# --------------------------------------------------------------------------------------------------
+# FLOPs
+
+
+def flops_per_sample(module, input_shape: tuple[int, ...]) -> float:
+    """Forward+backward FLOPs of one training sample (``torch.utils.flop_counter``, on the meta
+    device: no memory, no arithmetic). 0 when the model cannot run on meta."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    n = 2  # BatchNorm needs more than one value per channel
+    try:
+        meta = copy.deepcopy(module).to("meta").train()
+        x = torch.zeros(n, *input_shape, device="meta")
+        with FlopCounterMode(display=False) as fc:
+            out = meta(x)
+            out.float().sum().backward()
+        return fc.get_total_flops() / n
+    except Exception:  # noqa: BLE001 - an exotic layer without meta support: no estimate
+        return 0.0
+
+
+@lru_cache(maxsize=256)
+def model_flops(model: str, input_shape: tuple[int, ...], num_classes: int, model_args: str = "{}") -> float:
+    """``flops_per_sample`` of a registered model, by name (cached)."""
+    import torch
+
+    from . import models
+
+    with torch.device("meta"):
+        module = models.build(model, input_shape, num_classes, **json.loads(model_args))
+    return flops_per_sample(module, tuple(input_shape))
+
+
+# --------------------------------------------------------------------------------------------------
+# The executor rule
+
+
+@dataclass(frozen=True)
+class ExecutorChoice:
+    executor: str
+    reason: str
+    flops_per_sample: float
+    flops_per_client_step: float
+
+    def record(self) -> dict:
+        return {"executor": self.executor, "reason": self.reason, "flops_per_sample": self.flops_per_sample,
+                "flops_per_client_step": self.flops_per_client_step}
+
+
+def choose_executor(requested: str, device_type: str, vectorizable: bool, flops_sample: float,
+                    batch: float) -> ExecutorChoice:
+    """The executor a run uses. ``requested``: auto | sequential | vectorized; ``batch``: the (mean)
+    local batch size; ``flops_sample``: ``flops_per_sample`` of the model."""
+    step = flops_sample * batch
+    if requested != "auto":
+        if requested == "vectorized" and not vectorizable:
+            return ExecutorChoice("sequential", "asked for vectorized, but the algorithm is not vectorizable",
+                                  flops_sample, step)
+        return ExecutorChoice(requested, "asked for", flops_sample, step)
+    if not vectorizable:
+        return ExecutorChoice("sequential", "auto: the algorithm is not vectorizable", flops_sample, step)
+    limit = VECTORIZE_MAX_FLOPS.get(device_type, math.inf)
+    if math.isinf(limit):
+        return ExecutorChoice("vectorized", f"auto: {device_type} always vectorizes", flops_sample, step)
+    if step <= 0:
+        return ExecutorChoice("vectorized", "auto: FLOPs unknown, vectorized", flops_sample, step)
+    if step <= limit:
+        return ExecutorChoice("vectorized", f"auto: {step:.3g} FLOPs per client step <= {limit:.3g} "
+                              f"({device_type} rule, results/perf/README.md)", flops_sample, step)
+    return ExecutorChoice("sequential", f"auto: {step:.3g} FLOPs per client step > {limit:.3g} "
+                          f"({device_type} rule, results/perf/README.md)", flops_sample, step)
+
+
+# --------------------------------------------------------------------------------------------------
+# Bench results
+
+
+def perf_dirs() -> list[Path]:
+    """Where ``fedrepro bench`` results are looked for: ./results/perf, then the source tree's."""
+    here = Path.cwd() / "results" / "perf"
+    src = Path(__file__).resolve().parents[1] / "results" / "perf"
+    return [here] if here.resolve() == src.resolve() else [here, src]
+
+
+def latest_bench(device_type: str, dirs: list[Path] | None = None) -> dict | None:
+    """The bench results of ``device_type``, newest first: each model's newest measurement across the
+    JSON files (``fedrepro bench --out``), and the newest ``round_overhead_seconds``; None if none."""
+    recs = []
+    for d in dirs if dirs is not None else perf_dirs():
+        for p in sorted(Path(d).glob("*.json")) if Path(d).is_dir() else []:
+            try:
+                rec = json.loads(p.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            if not isinstance(rec, dict) or "configs" not in rec or "device" not in rec:
+                continue
+            if str(rec["device"]).split(":")[0] != device_type:
+                continue
+            rec["_path"] = str(p)
+            recs.append(rec)
+    if not recs:
+        return None
+    recs.sort(key=lambda r: str(r.get("date", "")), reverse=True)
+    configs, seen, files = [], set(), []
+    for r in recs:
+        new = [c for c in r["configs"] if c.get("model") not in seen]
+        if new:
+            files.append(r["_path"])
+        configs += new
+        seen |= {c.get("model") for c in new}
+    overhead = next((r["round_overhead_seconds"] for r in recs if r.get("round_overhead_seconds") is not None),
+                    None)
+    newest = recs[0]
+    return {**newest, "configs": configs, "round_overhead_seconds": overhead, "_path": ", ".join(files),
+            "device_name": newest.get("device_name"), "date": newest.get("date")}
+
+
+@dataclass
+class CostModel:
+    """Seconds of one round on one device, fitted to ``fedrepro bench`` results.
+
+    Per executor e, one round of K clients x S local steps x batch B of a model with f FLOPs per sample
+    takes ``S * (o_e + K * B * f * c_e)`` (vectorized: one step for all clients) or
+    ``K * S * (o_e + B * f * c_e)`` (sequential): o_e is the per-step overhead (Python, dispatch) and
+    c_e the seconds per FLOP, fitted by non-negative least squares on relative errors over the measured
+    models. ``round_overhead`` is the rest of a round (sampling, schedules, aggregation, records), from
+    bench's whole-run measurement when the file has one.
+    """
+
+    overhead: dict  # executor -> seconds per step
+    sec_per_flop: dict  # executor -> seconds per FLOP
+    round_overhead: float
+    source: str
+
+    def round_seconds(self, executor: str, clients: float, steps: float, batch: float, flops: float) -> float:
+        o, c = self.overhead[executor], self.sec_per_flop[executor]
+        if executor == "vectorized":
+            return steps * (o + clients * batch * flops * c)
+        return clients * steps * (o + batch * flops * c)
+
+
+def cost_model_from_bench(rec: dict) -> CostModel | None:
+    """Fit ``CostModel`` to a bench JSON (None when it has no usable configuration)."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    overhead, per_flop = {}, {}
+    for e in ("sequential", "vectorized"):
+        rows, ys = [], []
+        for c in rec.get("configs", []):
+            t = (c.get("median_seconds") or {}).get(e)
+            if not t:
+                continue
+            f = c.get("flops_per_sample") or model_flops(c["model"], tuple(c["input_shape"]), c["num_classes"])
+            k, b, s = c["clients"], c["batch_size"], c["local_steps"]
+            rows.append([s, s * k * b * f] if e == "vectorized" else [k * s, k * s * b * f])
+            ys.append(t)
+        if not rows:
+            return None
+        a, y = np.array(rows, dtype=np.float64), np.array(ys)
+        coef, _ = nnls(a / y[:, None], np.ones_like(y))  # relative errors: each model weighs the same
+        overhead[e], per_flop[e] = float(coef[0]), float(coef[1])
+    return CostModel(overhead, per_flop, float(rec.get("round_overhead_seconds") or 0.0), rec.get("_path", "?"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Estimates
+
+
+@lru_cache(maxsize=64)
+def _generated_sizes(dataset: str, dataset_args: str, num_clients: int | None) -> tuple:
+    from . import datasets
+
+    opts = json.loads(dataset_args)
+    if "num_clients" in datasets.options(dataset) and num_clients is not None:
+        opts.setdefault("num_clients", num_clients)
+    d = datasets.load(dataset, seed=0, **opts)
+    return len(d.y_train), len(d.y_test), tuple(d.input_shape), d.output_dim, \
+        None if d.clients is None else len(d.clients)
+
+
+def dataset_shape(exp) -> dict:
+    """Train size, test size, input shape, classes and natural clients of ``exp``'s dataset, without
+    reading files for the real datasets."""
+    from . import datasets
+
+    name, _ = datasets._resolve(exp.dataset) if isinstance(exp.dataset, str) else (None, {})
+    args = dict(exp.dataset_args)
+    if name in KNOWN_SIZES:
+        n_tr, n_te, shape = KNOWN_SIZES[name]
+        classes = 2 if args.get("labels") == "parity" else _NUM_CLASSES.get(name, 10)
+        natural = None
+    else:
+        n_tr, n_te, shape, classes, natural = _generated_sizes(str(exp.dataset),
+                                                               json.dumps(args, sort_keys=True),
+                                                               exp.num_clients)
+    if args.get("train_subset"):
+        n_tr = min(n_tr, int(args["train_subset"]))
+    return {"train": n_tr, "test": n_te, "input_shape": shape, "classes": classes, "natural_clients": natural}
+
+
+def cell_work(exp) -> dict:
+    """Sample-gradients (training) and evaluation forwards of one experiment, in expectation over client
+    sampling (clients of mean size)."""
+    ds = dataset_shape(exp)
+    n_clients = exp.num_clients or ds["natural_clients"] or 10
+    if ds["natural_clients"] and exp.partition in ("auto", "natural"):
+        n_clients = ds["natural_clients"]
+    k = exp.clients_per_round or n_clients
+    n_i = ds["train"] / n_clients
+    b = n_i if exp.batch_size is None else min(exp.batch_size, n_i)
+    steps = exp.local_steps if exp.local_steps is not None else exp.local_epochs * math.ceil(n_i / b)
+    per_client = exp.local_steps * b if exp.local_steps is not None else exp.local_epochs * n_i
+    evals = len({r for r in range(1, exp.rounds + 1) if r % exp.eval_every == 0} | {exp.rounds})
+    eval_fwd = evals * (ds["test"] + min(ds["train"], exp.eval_train_samples or ds["train"]))
+    return {"sample_gradients": float(exp.rounds * k * per_client), "eval_forwards": float(eval_fwd),
+            "clients_per_round": k, "steps": float(steps), "batch": float(b), **ds}
+
+
+def estimate_cell(exp, device_type: str, model: CostModel | None, vectorizable: bool = True) -> dict:
+    """Work and estimated seconds of one experiment run alone (``seconds`` None without a cost model)."""
+    work = cell_work(exp)
+    name = exp.model if isinstance(exp.model, str) else None
+    f = model_flops(name, tuple(work["input_shape"]), work["classes"],
+                    json.dumps(dict(exp.model_args), sort_keys=True)) if name else 0.0
+    choice = choose_executor(exp.executor, device_type, vectorizable, f, work["batch"])
+    out = {**work, "flops_per_sample": f, "executor": choice.executor, "seconds": None}
+    if model is not None and name is not None:
+        per_round = model.round_seconds(choice.executor, work["clients_per_round"], work["steps"], work["batch"], f)
+        evaluation = work["eval_forwards"] * f * model.sec_per_flop["sequential"] * FORWARD_FRACTION
+        out["seconds"] = exp.rounds * (per_round + model.round_overhead) + evaluation
+    return out
+
+
+def estimate_suite(suite, device_type: str, model: CostModel | None, cells=None) -> dict:
+    """Totals over ``cells`` (default: all of the suite's cells), one cell after another."""
+    import algorithms
+
+    cells = suite.cells if cells is None else cells
+    total_sg = total_s = 0.0
+    unknown = 0
+    for c in cells:
+        e = c.experiment
+        est = estimate_cell(e, device_type, model, algorithms.get_class(e.algorithm).vectorizable)
+        total_sg += est["sample_gradients"]
+        if est["seconds"] is None:
+            unknown += 1
+        else:
+            total_s += est["seconds"]
+    return {"cells": len(cells), "sample_gradients": total_sg, "seconds": None if unknown else total_s,
+            "unknown_cells": unknown}
+
+
+def human_seconds(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    if s < 2 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} d"
+
+
+def human_count(x: float) -> str:
+    return f"{x:.2g}" if x >= 1e4 else f"{x:.0f}"
+
+
+def device_type_of(name: str | None) -> str:
+    """The device type a run with ``--device name`` (None / auto: CUDA when present) would use."""
+    if name and name != "auto":
+        return str(name).split(":")[0]
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:  # pragma: no cover
+        return "cpu"
+
+
+__all__ = ["choose_executor", "ExecutorChoice", "flops_per_sample", "model_flops", "latest_bench",
+           "cost_model_from_bench", "CostModel", "estimate_cell", "estimate_suite", "cell_work"]
+
+
+def estimate_group(exps: list, device_type: str, model: CostModel | None) -> dict:
+    """Work and seconds of ``exps`` run as one batched job (vectorized over all their clients); one
+    experiment: ``estimate_cell``."""
+    import algorithms
+
+    first = exps[0]
+    alone = estimate_cell(first, device_type, model, algorithms.get_class(first.algorithm).vectorizable)
+    if len(exps) == 1:
+        return alone
+    works = [cell_work(e) for e in exps]
+    out = {**alone, "executor": "vectorized (batched)", "runs": len(exps),
+           "sample_gradients": sum(w["sample_gradients"] for w in works), "seconds": None}
+    if model is not None and alone["flops_per_sample"]:
+        r, w = len(exps), works[0]
+        per_round = model.round_seconds("vectorized", r * w["clients_per_round"], w["steps"], w["batch"],
+                                        alone["flops_per_sample"])
+        evaluation = sum(x["eval_forwards"] for x in works) * alone["flops_per_sample"] \
+            * model.sec_per_flop["sequential"] * FORWARD_FRACTION
+        out["seconds"] = first.rounds * (per_round + r * model.round_overhead) + evaluation
+    return out
+
+
+def activation_bytes_per_sample(module, input_shape: tuple[int, ...]) -> float:
+    """Bytes of the outputs of every leaf module for one training sample (what backward keeps, about),
+    from a forward on the meta device. 0 when the model cannot run on meta."""
+    import torch
+
+    total = [0]
+
+    def hook(_m, _i, out):
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                total[0] += t.numel() * t.element_size()
+
+    try:
+        meta = copy.deepcopy(module).to("meta").train()
+        handles = [m.register_forward_hook(hook) for m in meta.modules() if not list(m.children())]
+        meta(torch.zeros(2, *input_shape, device="meta"))
+        for h in handles:
+            h.remove()
+    except Exception:  # noqa: BLE001
+        return 0.0
+    return total[0] / 2

@@ -1,0 +1,130 @@
+"""Imports run one way (README, Layout): algorithms <- benchmark (library) <- theory <- benchmark.cli.
+
+Every import of every module, at module level or inside a function, is an edge; the rules are checked on
+the whole graph, and the checker itself is shown to catch a planted cycle and a planted upward import.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("algorithms", "benchmark", "theory")
+#: the top layer: the command and the asv benchmark suite compose everything below them
+TOP = ("benchmark.cli", "benchmark.asv")
+
+
+def modules(root: Path) -> dict[str, tuple[Path, bool]]:
+    out = {}
+    for top in PACKAGES:
+        for p in (root / top).rglob("*.py"):
+            parts = list(p.relative_to(root).with_suffix("").parts)
+            is_pkg = parts[-1] == "__init__"
+            out[".".join(parts[:-1] if is_pkg else parts)] = (p, is_pkg)
+    return out
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """module -> the project modules it imports (``from pkg import mod`` counts as ``pkg.mod``)."""
+    mods = modules(root)
+    graph = {}
+    for name, (path, is_pkg) in mods.items():
+        pkg = name.split(".") if is_pkg else name.split(".")[:-1]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = pkg[:len(pkg) - node.level + 1] if node.level else []
+                mod = ".".join(base + ([node.module] if node.module else []))
+                subs = [f"{mod}.{a.name}" for a in node.names if f"{mod}.{a.name}" in mods]
+                deps.update(subs or [mod])
+        graph[name] = {d for d in deps if d in mods and d != name}
+    return graph
+
+
+def layer(name: str) -> int:
+    if name.startswith(TOP):
+        return 3
+    return {"algorithms": 0, "benchmark": 1, "theory": 2}[name.split(".")[0]]
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from a lower layer into a higher one."""
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps if layer(d) > layer(m))
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module, ignoring edges to a module's own package
+    (``__init__`` re-exports)."""
+    g = {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in graph.items()}
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in g[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_upward_imports():
+    assert upward(import_graph(ROOT)) == []
+
+
+def test_no_import_cycles():
+    assert cycles(import_graph(ROOT)) == []
+
+
+def test_library_modules_take_no_argparse_namespace():
+    """Handlers live in benchmark.cli; a library module that parses flags or reads ``a.<flag>`` is a finding."""
+    found = []
+    for name, (path, _) in modules(ROOT).items():
+        if name.startswith(TOP) or name == "benchmark.asv_history":  # asv_history is a script (python -m)
+            continue
+        if "argparse" in path.read_text() or "add_parser(" in path.read_text():
+            found.append(name)
+    assert found == []
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    for top in PACKAGES:
+        (tmp_path / top).mkdir(exist_ok=True)
+        (tmp_path / top / "__init__.py").touch()
+    return tmp_path
+
+
+def test_checker_catches_a_planted_cycle_and_upward_import(tmp_path):
+    root = _tree(tmp_path, {
+        "benchmark/report.py": "def f():\n    from .runner import run\n",
+        "benchmark/runner.py": "from . import report\n",
+        "benchmark/theory_cli.py": "from theory.claims import all_claims\n",
+        "theory/claims.py": "from benchmark import runner\n",
+        "benchmark/cli/__init__.py": "from theory import claims\n",
+    })
+    g = import_graph(root)
+    assert cycles(g) == [["benchmark.report", "benchmark.runner"]]
+    assert upward(g) == ["benchmark.theory_cli -> theory.claims"]
