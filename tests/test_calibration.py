@@ -1,4 +1,4 @@
-"""Calibration of the compression checks (theory/claims/compression.py).
+"""Calibration of the compression checks (theory/montecarlo.py and the quantizer claims).
 
 (a) False alarms at the stated rate: in a cheap setting (d = 8, n = 200 draws, alpha = 0.05 so that the
     rate is measurable) the unbiasedness check, the variance-bound check and the error-identity check run
@@ -22,7 +22,10 @@ import torch
 from algorithms import compression as C
 from algorithms.base import Message
 from theory import stats
+from theory import montecarlo as MC
 from theory.claims import compression as TC
+from theory.claims import lfl as L
+from theory.claims import qsgd as QS
 
 ALPHA_CAL = 0.05
 SEEDS = 1000
@@ -37,10 +40,10 @@ DESIGN_POWER = 0.999
 def _many(op, x, n, reps, stream):
     """reps independent MonteCarlo summaries (batch = 1) of n draws each, drawn in one vmapped sweep."""
     x64 = x.double().numpy()
-    rows = np.concatenate(list(TC.draw_chunks(op, x, n * reps, TC._key0(0, stream))))
+    rows = np.concatenate(list(MC.draw_chunks(op, x, n * reps, MC._key0(0, stream))))
     rows = rows.reshape(reps, n, -1)
     sq = ((rows - x64) ** 2).sum(axis=2)
-    return [TC.MonteCarlo(n, 1, rows[r], sq[r], 0.0) for r in range(reps)]
+    return [MC.MonteCarlo(n, 1, rows[r], sq[r], 0.0) for r in range(reps)]
 
 
 def _x(d, seed=3):
@@ -78,9 +81,9 @@ FA_CASES = {
 def test_false_alarm_rate_unbiasedness(case):
     op, x = FA_CASES[case][0](), FA_CASES[case][1]()
     x64 = x.double().numpy()
-    h = TC.lattice_spacing(op, x)
+    h = MC.lattice_spacing(op, x)
     runs = _many(op, x, 200, SEEDS, f"fa:{case}")
-    k = sum(not TC.unbiasedness_test(mc, x64, h, alpha=ALPHA_CAL, power=False)["passed"] for mc in runs)
+    k = sum(not MC.unbiasedness_test(mc, x64, h, alpha=ALPHA_CAL, power=False)["passed"] for mc in runs)
     lo, _ = _report(f"false alarms, unbiasedness, {case} (d = {x.numel()}, n = 200, alpha = {ALPHA_CAL})",
                     k, SEEDS, ALPHA_CAL)
     assert lo <= ALPHA_CAL
@@ -89,9 +92,9 @@ def test_false_alarm_rate_unbiasedness(case):
 def test_false_alarm_rate_variance_tests_at_the_boundary():
     # upper_bound at E||Q - x||^2 exactly (LFL's closed form, lfl.md 1.3): the boundary of H0
     op, x = C.get("lfl", q=2), _x(8)
-    exact = TC.lfl_exact_variance(x, 2)
+    exact = L.lfl_exact_variance(x, 2)
     runs = _many(op, x, 200, SEEDS, "fa:var")
-    k = sum(not TC.variance_bound_test(mc.sq_err, exact, alpha=ALPHA_CAL)["passed"] for mc in runs)
+    k = sum(not MC.variance_bound_test(mc.sq_err, exact, alpha=ALPHA_CAL)["passed"] for mc in runs)
     lo, _ = _report("false alarms, upper_bound at the exact LFL variance", k, SEEDS, ALPHA_CAL)
     assert lo <= ALPHA_CAL
     # FedBAT's identity E||S - x||^2 = d alpha^2 - ||x||^2 (two-sided mean_equals)
@@ -99,7 +102,7 @@ def test_false_alarm_rate_variance_tests_at_the_boundary():
     x64 = x.double().numpy()
     expected = x64.size * float(np.abs(x64).max()) ** 2 - float((x64 ** 2).sum())
     runs = _many(op, x, 200, SEEDS, "fa:identity")
-    k = sum(not TC.variance_identity_test(mc.sq_err, expected, alpha=ALPHA_CAL)["passed"] for mc in runs)
+    k = sum(not MC.variance_identity_test(mc.sq_err, expected, alpha=ALPHA_CAL)["passed"] for mc in runs)
     lo, _ = _report("false alarms, mean_equals of FedBAT's error identity", k, SEEDS, ALPHA_CAL)
     assert lo <= ALPHA_CAL
 
@@ -164,17 +167,17 @@ def test_power_one_percent_bias():
     # [0.15, 0.85]): samples_needed_for_bias is normal theory, and for a rare level it is not valid (here
     # the smallest n over all coordinates, 514, comes from a coordinate with P(up) = 0.001, i.e. 0.5
     # expected events; at that n the planted bias was detected in only 158/200 runs).
-    a_mean = (1 - TC.DEG_SHARE) * TC.ALPHA
+    a_mean = (1 - MC.DEG_SHARE) * MC.ALPHA
     n = min(stats.samples_needed_for_bias(0.01 * abs(x64[j]), sd[j], alpha=a_mean, power=DESIGN_POWER, d=d)
             for j in range(d) if sd[j] > 0 and skew[j] <= 1)
     bad = _Scaled(op, 1.01)
-    h = TC.lattice_spacing(op, x)
+    h = MC.lattice_spacing(op, x)
     runs = _many(bad, x, n, REPS, "power:bias")
-    k = sum(not TC.unbiasedness_test(mc, x64, h, alpha=TC.ALPHA, power=False)["passed"] for mc in runs)
+    k = sum(not MC.unbiasedness_test(mc, x64, h, alpha=MC.ALPHA, power=False)["passed"] for mc in runs)
     assert _detected_enough(f"1% bias, QSGD s = {s}, d = {d}, n = {n} (samples_needed_for_bias)", k, REPS)
     # and the correct operator at the same n is not rejected (sanity)
-    mc = TC.monte_carlo(op, x, n, seed=0, stream="power:bias:clean", cache=False)
-    assert TC.unbiasedness_test(mc, x64, h, alpha=TC.ALPHA, power=False)["passed"]
+    mc = MC.monte_carlo(op, x, n, seed=0, stream="power:bias:clean", cache=False)
+    assert MC.unbiasedness_test(mc, x64, h, alpha=MC.ALPHA, power=False)["passed"]
 
 
 class _Shifted(C.Operator):
@@ -197,7 +200,7 @@ class _Shifted(C.Operator):
 
 @pytest.mark.parametrize("name,s,d,n", [("qsgd_s1", 1, 32, 2000), ("qsgd_s4_outliers", 4, 32, 2000)])
 def test_reported_resolution_is_not_optimistic(name, s, d, n):
-    """The claims' HOLDS needs eps_99 (TC.bias_resolution: the relative bias detected with probability
+    """The claims' HOLDS needs eps_99 (MC.bias_resolution: the relative bias detected with probability
     0.99) within a resolution; plant exactly that bias on the random coordinates and check that the
     detection rate is not significantly below 0.99 (two-sided 95% CP upper end >= 0.99)."""
     op = C.get("qsgd", s=s)
@@ -205,15 +208,15 @@ def test_reported_resolution_is_not_optimistic(name, s, d, n):
     if "outliers" in name:
         x[:2] *= 10  # most coordinates then have a rare upper level: strongly skewed
     x64 = x.double().numpy()
-    h = TC.lattice_spacing(op, x)
+    h = MC.lattice_spacing(op, x)
     clean = _many(op, x, n, 1, f"res:{name}:clean")[0]
-    r = TC.unbiasedness_test(clean, x64, h, alpha=TC.ALPHA)
+    r = MC.unbiasedness_test(clean, x64, h, alpha=MC.ALPHA)
     assert r["passed"]
     eps = r["resolution"]["eps_99_plus"]
     D = clean.means - x64
     rnd = (D.max(axis=0) - D.min(axis=0)) > r["zero_tol"]
     bad = _Shifted(op, torch.tensor(eps * x64 * rnd, dtype=torch.float32))
-    k = sum(not TC.unbiasedness_test(mc, x64, h, alpha=TC.ALPHA, power=False)["passed"]
+    k = sum(not MC.unbiasedness_test(mc, x64, h, alpha=MC.ALPHA, power=False)["passed"]
             for mc in _many(bad, x, n, REPS, f"res:{name}:planted"))
     _, hi = _report(f"bias of eps_99 = {eps:.4f} (normal theory {r['resolution']['eps_normal_theory']:.4f}), "
                      f"{name}, d = {d}, n = {n}: detected", k, REPS, 0.99)
@@ -222,9 +225,9 @@ def test_reported_resolution_is_not_optimistic(name, s, d, n):
 
 VAR_CASES = {
     # name: (operator, x, the claim's bound, "upper" (one-sided bound) or "identity" (two-sided))
-    "lfl_q2_bound": (lambda: C.get("lfl", q=2), lambda: _x(16, seed=5), lambda x: TC.lfl_bound(x, 2), "upper"),
+    "lfl_q2_bound": (lambda: C.get("lfl", q=2), lambda: _x(16, seed=5), lambda x: L.lfl_bound(x, 2), "upper"),
     "qsgd_s1_bound": (lambda: C.get("qsgd", s=1), lambda: torch.tensor([1.0, -1.0] * 8),
-                      lambda x: TC.qsgd_bound(x, 1), "upper"),
+                      lambda x: QS.qsgd_bound(x, 1), "upper"),
     "fedbat_identity": (lambda: C.get("binarize"), lambda: _x(16, seed=6),
                         lambda x: x.numel() * float(x.abs().max()) ** 2 - float((x.double() ** 2).sum()), "identity"),
 }
@@ -235,19 +238,19 @@ def test_power_variance_ten_percent_above_bound(case):
     mk_op, mk_x, mk_bound, kind = VAR_CASES[case]
     op, x = mk_op(), mk_x()
     bound = float(mk_bound(x))
-    pilot = TC.monte_carlo(op, x, 4000, seed=0, stream=f"pilot:{case}", cache=False).sq_err
+    pilot = MC.monte_carlo(op, x, 4000, seed=0, stream=f"pilot:{case}", cache=False).sq_err
     c2 = 1.1 * bound / float(pilot.mean())  # planted: E||C' - x||^2 = 1.1 x bound (c^2 from the pilot mean)
     if kind == "upper":  # exact variance known: use it instead of the pilot mean
-        exact = TC.lfl_exact_variance(x, 2) if case.startswith("lfl") else TC.qsgd_exact_variance(x, 1)
+        exact = L.lfl_exact_variance(x, 2) if case.startswith("lfl") else QS.qsgd_exact_variance(x, 1)
         c2 = 1.1 * bound / exact
     bad = _Inflated(op, math.sqrt(c2))
     sd = c2 * float(pilot.std(ddof=1))
-    n = max(20, stats.samples_needed_for_bias(0.1 * bound, sd, alpha=TC.ALPHA, power=DESIGN_POWER,
+    n = max(20, stats.samples_needed_for_bias(0.1 * bound, sd, alpha=MC.ALPHA, power=DESIGN_POWER,
                                               one_sided=(kind == "upper")))
     k = 0
     for mc in _many(bad, x, n, REPS, f"power:var:{case}"):
-        res = TC.variance_bound_test(mc.sq_err, bound) if kind == "upper" else \
-            TC.variance_identity_test(mc.sq_err, bound)
+        res = MC.variance_bound_test(mc.sq_err, bound) if kind == "upper" else \
+            MC.variance_identity_test(mc.sq_err, bound)
         k += not res["passed"]
     assert _detected_enough(f"variance 10% above the bound, {case} (d = {x.numel()}, n = {n})", k, REPS)
 

@@ -1,4 +1,4 @@
-"""BHerd claims (theory/claims/bherd.py): quick runs, the exact random-subset reference, the printed bounds."""
+"""BHerd claims (theory/claims/bherd/): quick runs, the exact random-subset reference, the printed bounds."""
 import itertools
 import math
 
@@ -68,10 +68,10 @@ def test_prop1_gap_formula():
     Z1 = torch.tensor([[1.0, 0.0], [3.0, 0.0]], dtype=torch.float64)
     Z2 = torch.tensor([[0.0, 2.0], [0.0, 2.0]], dtype=torch.float64)
     full = [{"Z": Z1, "sel": torch.tensor([True, True]), "k": 2}, {"Z": Z2, "sel": torch.tensor([True, True]), "k": 2}]
-    gap, rel = B._gaps([full], 1.0)
+    gap, rel = B.prop1_gaps([full], 1.0)
     assert gap[0] == 0.0 and rel[0] == 0.0
     half = [{"Z": Z1, "sel": torch.tensor([True, False]), "k": 1}, {"Z": Z2, "sel": torch.tensor([False, True]), "k": 1}]
-    gap, rel = B._gaps([half], 0.5)
+    gap, rel = B.prop1_gaps([half], 0.5)
     # BHerd: (1/2)(2*[1,0]) + (1/2)(2*[0,2]) = [1, 2]; FedAvg: (1/2)[4,0] + (1/2)[0,4] = [2, 2]
     assert gap[0] == pytest.approx(1.0)
     assert rel[0] == pytest.approx(1.0 / math.sqrt(5))

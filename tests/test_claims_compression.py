@@ -1,5 +1,6 @@
-"""The compression claims (theory/claims/compression.py) in quick mode: every claim HOLDS on the correct
-operators, a buggy error feedback is caught, and ``fedrepro theory --paper qsgd --quick`` writes the report.
+"""The compression claims (theory/claims/compression.py; the quantizers' with their papers) in quick mode: every
+claim HOLDS on the correct operators, a buggy error feedback is caught, and ``fedrepro theory --paper qsgd
+--quick`` writes the report.
 """
 from __future__ import annotations
 

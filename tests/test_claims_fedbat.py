@@ -1,4 +1,4 @@
-"""FedBAT theorem claims (theory/claims/fedbat.py): the printed constants on hand-checkable cases, Remark 1's
+"""FedBAT theorem claims (theory/claims/fedbat/): the printed constants on hand-checkable cases, Remark 1's
 reductions, the per-local-step schedule through the engine, and every claim in quick mode."""
 
 import math
@@ -8,10 +8,9 @@ import pytest
 import torch
 
 from algorithms.base import ParamLayout
-from theory import problems
+from theory import problems, runs
 from theory.claims import all_claims
 from theory.claims import fedbat as F
-from theory.claims import lfl as L
 
 # ------------------------------------------------------------------------------------------ formulas
 
@@ -81,7 +80,7 @@ def test_learned_alpha_stats_by_hand():
 
 
 def test_tanh_regression_smoothness_constant_bounds_the_hessians():
-    prob = F.tanh_regression(num_clients=2, d=4, samples_per_client=20, seed=3)
+    prob = problems.tanh_regression(num_clients=2, d=4, samples_per_client=20, seed=3)
     g = torch.Generator().manual_seed(0)
     for X, y in zip(prob["X"], prob["y"]):
         Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
@@ -94,14 +93,14 @@ def test_tanh_regression_smoothness_constant_bounds_the_hessians():
             H = torch.autograd.functional.hessian(Fk, w)
             assert torch.linalg.eigvalsh(H).abs().max() <= prob["L"] * (1 + 1e-9)
     # F_k* = 0: targets are realisable; the problem is non-convex (a negative Hessian eigenvalue somewhere)
-    F0, gF2, gk2 = F._tanh_grads(prob, np.zeros((1, 4)))
+    F0, gF2, gk2 = problems.tanh_grads(prob, np.zeros((1, 4)))
     assert F0[0] > 0 and gF2[0] > 0 and gk2.shape == (1, 2)
 
 
 def test_tanh_gradients_match_autograd():
-    prob = F.tanh_regression(num_clients=2, d=3, samples_per_client=10, seed=1)
+    prob = problems.tanh_regression(num_clients=2, d=3, samples_per_client=10, seed=1)
     w = np.array([[0.3, -0.7, 1.1]])
-    _, gF2, gk2 = F._tanh_grads(prob, w)
+    _, gF2, gk2 = problems.tanh_grads(prob, w)
     gs = []
     for X, y in zip(prob["X"], prob["y"]):
         wt = torch.tensor(w[0], requires_grad=True)
@@ -117,9 +116,9 @@ def test_tanh_gradients_match_autograd():
 def test_per_local_step_schedule_through_the_engine():
     # one client, full batch, lossless, tau = 3: eta_t = 2/(mu (gamma + t)) with t counting local steps
     p = problems.quadratic(num_clients=1, d=3, sigma_g=0.0, samples_per_client=6, seed=4)
-    theta0 = L.start_point(p, 0, 1.0)
+    theta0 = runs.start_point(p, 0, 1.0)
     lr, decay = F.schedule(0.5, 15.0, 3)
-    sim = L.run_lfl(
+    sim = runs.run_lfl(
         p, "lossless", {}, rounds=2, local_steps=3, batch_size=None, lr=lr, step_decay=decay, seed=0, theta0=theta0
     )
     X, y = p.data.x_train.double(), p.data.y_train.double()
@@ -135,7 +134,7 @@ def test_theory_variant_without_binarization_noise_is_plain_local_sgd():
     # with one client and d = 1 the binarization with alpha = ||m||_inf is exact (S(m) = m): FedBAT's theory
     # variant then equals lossless local SGD step for step (the STE slope is 1 inside the range)
     p = problems.quadratic(num_clients=1, d=1, mu=1.0, L=1.0, sigma_g=0.0, samples_per_client=4, seed=0)
-    theta0 = L.start_point(p, 0, 1.0)
+    theta0 = runs.start_point(p, 0, 1.0)
     kw = {
         "rounds": 3,
         "local_steps": 4,
@@ -145,14 +144,15 @@ def test_theory_variant_without_binarization_noise_is_plain_local_sgd():
         "seed": 0,
         "theta0": theta0,
     }
-    a = L.run_lfl(p, "fedbat", F.THEORY_VARIANT, **kw)
-    b = L.run_lfl(p, "lossless", {}, **kw)
+    a = runs.run_lfl(p, "fedbat", F.THEORY_VARIANT, **kw)
+    b = runs.run_lfl(p, "lossless", {}, **kw)
     assert a.params == pytest.approx(b.params, rel=1e-5, abs=1e-7)
 
 
 # ------------------------------------------------------------------------------------------ claims, quick mod
 
-MINE = [c for c in all_claims("fedbat") if c.check.__module__ == "theory.claims.fedbat"]
+MINE = [c for c in all_claims("fedbat")  # the theorem claims (the operator's are in operator.py)
+        if c.check.__module__.startswith("theory.claims.fedbat.") and c.check.__module__ != "theory.claims.fedbat.operator"]
 
 
 def test_the_theorem_claims_are_registered():

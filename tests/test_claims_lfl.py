@@ -1,4 +1,4 @@
-"""LFL theorem claims (theory/claims/lfl.py): the printed formulas on hand-checkable constants, the engine
+"""LFL theorem claims (theory/claims/lfl/): the printed formulas on hand-checkable constants, the engine
 driver (schedules, recorded parameters), and every claim in quick mode."""
 
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from benchmark import Experiment, run
-from theory import problems
+from theory import problems, runs, verdicts
 from theory.claims import HOLDS, VIOLATED, all_claims
 from theory.claims import lfl as L
 
@@ -92,12 +92,12 @@ def test_eps_of_is_a_ratio_of_expectations():
 
 def test_u_stats_hook():
     new = {"params": torch.tensor([1.0, -3.0, 2.0]), "theta_hat": torch.tensor([0.0, 0.0, 1.0])}
-    r2, n2 = L._u_stats(None, new, None)
+    r2, n2 = L.u_stats(None, new, None)
     assert r2 == pytest.approx((3 - 1) ** 2) and n2 == pytest.approx(1 + 9 + 1)
 
 
 def test_rate_window_and_verdict_power():
-    T = L.rate_window(200)
+    T = verdicts.rate_window(200)
     assert T[0] == 20 and T[-1] == 200 and len(set(T)) == len(T)
     rng = np.random.default_rng(1)
     x = T.astype(float)
@@ -105,17 +105,17 @@ def test_rate_window_and_verdict_power():
     fast = np.exp(-1.0 * np.log(x))[None, :] * np.exp(rng.normal(0, 0.02, (8, len(T))))
     from theory import stats
 
-    assert L.rate_verdict([stats.slope_at_most(x, slow, -0.85)]) == VIOLATED
-    assert L.rate_verdict([stats.slope_at_most(x, fast, -0.85)]) == HOLDS
+    assert verdicts.rate_verdict([stats.slope_at_most(x, slow, -0.85)]) == VIOLATED
+    assert verdicts.rate_verdict([stats.slope_at_most(x, fast, -0.85)]) == HOLDS
 
 
 def test_bound_verdict_catches_a_planted_excess():
     rng = np.random.default_rng(2)
     z = rng.normal(0, 0.01, (8, 30))
-    assert L.bound_verdict(z - 0.5, 1e-3)[0] == HOLDS
+    assert verdicts.bound_verdict(z - 0.5, 1e-3)[0] == HOLDS
     planted = z - 0.5
     planted[:, 17] += 0.6  # one round 10% above its bound
-    v, summ = L.bound_verdict(planted, 1e-3)
+    v, summ = verdicts.bound_verdict(planted, 1e-3)
     assert v == VIOLATED and summ["rejected_points"] == [17]
 
 
@@ -123,7 +123,7 @@ def test_bound_verdict_catches_a_planted_excess():
 
 
 def test_hetero_quadratic_constants():
-    p = L.hetero_quadratic(num_clients=4, d=6, mu=0.3, L=1.5, spread=1.0, samples_per_client=20, noise=0.1)
+    p = problems.hetero_quadratic(num_clients=4, d=6, mu=0.3, L=1.5, spread=1.0, samples_per_client=20, noise=0.1)
     for c in p.data.clients:
         X = p.data.x_train[c].double()
         ev = torch.linalg.eigvalsh(2 * X.T @ X / len(c))
@@ -132,14 +132,14 @@ def test_hetero_quadratic_constants():
     assert (hs[0] - hs[1]).abs().max() > 0.1  # client Hessians differ (drift is possible)
     X, y = p.data.x_train.double(), p.data.y_train.double()
     assert (X.T @ (X @ p.optimum - y)).abs().max() < 1e-8  # theta* is stationary
-    assert L.linear_gamma(p)["Gamma"] > 0.1
+    assert problems.linear_gamma(p)["Gamma"] > 0.1
 
 
 def test_orthogonal_noise_gives_gamma_zero_with_noisy_gradients():
-    p = L.hetero_quadratic(
+    p = problems.hetero_quadratic(
         num_clients=3, d=5, spread=0.0, samples_per_client=12, noise=0.5, orthogonal_noise=True
     )
-    g = L.linear_gamma(p)
+    g = problems.linear_gamma(p)
     assert g["Gamma"] < 1e-6 and min(g["F_m_star"]) > 1e-2  # common minimiser, residuals at theta*
     X, y = p.data.x_train.double(), p.data.y_train.double()
     per_sample = 2 * X * (X @ p.optimum - y)[:, None]
@@ -155,7 +155,7 @@ def test_run_lfl_matches_the_benchmark_run_with_a_constant_step():
     theta0 = (
         torch.nn.utils.parameters_to_vector(p.model(p.data.input_shape, 1).parameters()).detach().double()
     )
-    sim = L.run_lfl(p, "lossless", {}, rounds=4, local_steps=2, batch_size=5, lr=0.1, seed=5, theta0=theta0)
+    sim = runs.run_lfl(p, "lossless", {}, rounds=4, local_steps=2, batch_size=5, lr=0.1, seed=5, theta0=theta0)
     res = run(
         Experiment(
             algorithm="lossless",
@@ -178,8 +178,8 @@ def test_run_lfl_matches_the_benchmark_run_with_a_constant_step():
 def test_run_lfl_applies_the_per_round_schedule_and_records_gradients():
     # one client, full batch, tau = 2: theta <- theta - eta(t) grad F, twice per round, eta(t) = 1/(t + 2)
     p = problems.quadratic(num_clients=1, d=3, sigma_g=0.0, samples_per_client=6, seed=2)
-    theta0 = L.start_point(p, 0, 1.0)
-    sim = L.run_lfl(
+    theta0 = runs.start_point(p, 0, 1.0)
+    sim = runs.run_lfl(
         p,
         "lossless",
         {},
@@ -204,28 +204,29 @@ def test_run_lfl_applies_the_per_round_schedule_and_records_gradients():
 
 def test_start_point_radius_and_distinct_seeds():
     p = problems.quadratic(num_clients=2, d=5, samples_per_client=10)
-    a, b = L.start_point(p, 0, 2.0), L.start_point(p, 1, 2.0)
+    a, b = runs.start_point(p, 0, 2.0), runs.start_point(p, 1, 2.0)
     assert p.error(a) == pytest.approx(4.0, rel=1e-5) and not torch.equal(a, b)
 
 
 def test_grad_sq_sup_with_partial_participation():
-    r1 = L.Run(
+    r1 = runs.Run(
         np.zeros((3, 2)),
         np.array([[0, 1], [1, 2], [0, 2]]),
         np.array([[[1.0], [2.0]], [[3.0], [4.0]], [[5.0], [6.0]]]),
     )
-    r2 = L.Run(
+    r2 = runs.Run(
         np.zeros((3, 2)),
         np.array([[0, 2], [1, 2], [0, 1]]),
         np.array([[[3.0], [8.0]], [[1.0], [2.0]], [[1.0], [1.0]]]),
     )
     # round 0: client 0 mean (1 + 3)/2, client 1: 2, client 2: 8 -> the max is 8
-    assert L.grad_sq_sup([r1, r2], 3) == pytest.approx(8.0)
+    assert runs.grad_sq_sup([r1, r2], 3) == pytest.approx(8.0)
 
 
 # ------------------------------------------------------------------------------------------ claims, quick mod
 
-MINE = [c for c in all_claims("lfl") if c.check.__module__ == "theory.claims.lfl"]
+MINE = [c for c in all_claims("lfl")  # the theorem claims (the operator's are in lemma1.py)
+        if c.check.__module__.startswith("theory.claims.lfl.") and c.check.__module__ != "theory.claims.lfl.lemma1"]
 
 
 def test_the_theorem_claims_are_registered():

@@ -1,4 +1,4 @@
-"""Convex federated problems with a known optimum, as FederatedDatasets + models.
+"""Federated problems with a known optimum or known constants, as FederatedDatasets + models.
 
 The same algorithm code that runs on CIFAR runs on these: each problem is a ``FederatedDataset`` with
 natural clients, a model factory for ``Experiment(model=...)``, and the optimum in the flat parameter
@@ -13,9 +13,14 @@ layout of that model (float64), with the constants the theorems use.
   (natural clients); the regulariser (lam/2)||theta||^2 is applied by the optimizer's weight decay
   (``Experiment(weight_decay=lam)``), and the optimum is found by Newton's method in float64 to a gradient
   norm below 1e-10.
+* ``hetero_quadratic``: least squares whose client Hessians differ (random rotations of the same spectrum in
+  [mu, L]), so that local steps drift (LFL's recipe 9); ``linear_gamma`` its Gamma = F* - sum_m w_m F_m*.
+* ``tanh_regression``: a smooth non-convex problem (single-index tanh regression, FedBAT's Theorem 3) with
+  its smoothness constant; ``tanh_grads`` its objective and gradients in float64.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -166,3 +171,154 @@ def logistic(alpha: float = 1.0, beta: float = 1.0, num_clients: int = 10, lam: 
         gi.append(float((Gi ** 2).sum()) * len(idx) / n)
     return ConvexProblem("logistic", data, lambda s, c: torch.nn.Linear(s[0], c), theta, objective(theta), lam, L,
                          float(np.sqrt(sum(gi))), objective, {"weight_decay": lam})
+
+
+def _client_lstsq(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    w = np.linalg.lstsq(X, y, rcond=None)[0]
+    return w, float(np.mean((X @ w - y) ** 2))
+
+
+def linear_gamma(problem: ConvexProblem) -> dict:
+    """Gamma = F* - sum_m w_m F_m* (w_m = B_m / B) for a bias-free linear least-squares problem, with
+    F* and every F_m* by least squares in float64 on the float32 training data the algorithms see."""
+    data = problem.data
+    X = data.x_train.double().cpu().numpy().reshape(len(data.x_train), -1)
+    y = data.y_train.double().cpu().numpy().reshape(-1)
+    _, f_star = _client_lstsq(X, y)
+    sizes, fm = [], []
+    for c in data.clients:
+        i = c.cpu().numpy()
+        sizes.append(len(i))
+        fm.append(_client_lstsq(X[i], y[i])[1])
+    w = np.asarray(sizes, float) / sum(sizes)
+    return {"Gamma": max(0.0, f_star - float(w @ np.asarray(fm))), "F_star": f_star, "F_m_star": fm}
+
+
+def hetero_quadratic(
+    num_clients: int = 5,
+    d: int = 10,
+    mu: float = 0.5,
+    L: float = 1.0,
+    spread: float = 1.0,
+    samples_per_client: int = 50,
+    noise: float = 0.0,
+    seed: int = 0,
+    rotate: bool = True,
+    orthogonal_noise: bool = False,
+) -> ConvexProblem:
+    """Least squares F_m(w) = mean_j (x_j . w - y_j)^2 whose client Hessians H_m = R_m diag(eig) R_m^T
+    (eig evenly spaced in [mu, L], R_m a random rotation per client when ``rotate``) are all different, so
+    that every F_m is exactly mu-strongly convex and L-smooth (A1, A2) and local steps drift (recipe 9:
+    with the shared Hessian of ``problems.quadratic`` the average of the local iterates follows
+    centralised SGD and no drift appears).
+
+    Client optima w_m* = w0 + spread * (centred Gaussian offsets). ``noise`` adds target noise (stochastic
+    gradients that do not vanish at the optimum); with ``orthogonal_noise`` the noise is projected out of
+    the column space of X_m, so every client's least-squares solution is exactly w_m*: with ``spread=0``
+    all clients share the minimiser and Gamma = 0 while minibatch gradients stay noisy at theta*.
+    Everything (optimum, F*, Gamma) is computed in float64 from the float32 data the algorithms see.
+    """
+    if not 0 < mu <= L:
+        raise ValueError(f"need 0 < mu <= L, got mu={mu}, L={L}")
+    n = samples_per_client
+    if n < d:
+        raise ValueError("samples_per_client must be >= d")
+    rng = np.random.default_rng([seed, 101])
+    eig = np.linspace(mu, L, d)
+    D = np.sqrt(eig / 2.0)  # X^T X / n = R D^2 R^T, Hessian 2 X^T X / n = R diag(eig) R^T
+    w0 = rng.normal(size=d)
+    off = rng.normal(size=(num_clients, d))
+    off -= off.mean(0)
+    clients = []
+    for m in range(num_clients):
+        Rm = np.linalg.qr(rng.normal(size=(d, d)))[0] if rotate else np.eye(d)
+        Q = np.linalg.qr(rng.normal(size=(n, d)))[0]
+        X = np.sqrt(n) * (Q * D) @ Rm.T
+        e = noise * rng.normal(size=n)
+        if orthogonal_noise:
+            e = e - Q @ (Q.T @ e)
+        y = X @ (w0 + spread * off[m]) + e
+        clients.append((torch.tensor(X, dtype=torch.float32), torch.tensor(y, dtype=torch.float32)))
+    Xt = torch.tensor(np.sqrt(200) * np.linalg.qr(rng.normal(size=(200, d)))[0] * D, dtype=torch.float32)
+    name = f"hetero_quadratic(M={num_clients},d={d},mu={mu},L={L},spread={spread},noise={noise})"
+    data = FederatedDataset.from_tensors(clients, (Xt, torch.zeros(200)), task="regression", name=name)
+    Xa = data.x_train.double()
+    ya = data.y_train.double()
+    w_star = torch.linalg.lstsq(Xa, ya[:, None], driver="gelsd").solution[:, 0]
+    f_star = float(torch.mean((Xa @ w_star - ya) ** 2))
+    g = [2 * Xa[c].T @ (Xa[c] @ w_star - ya[c]) / len(c) for c in data.clients]
+    sg = float(torch.sqrt(torch.stack([(gi**2).sum() for gi in g]).mean()))
+
+    def objective(w: torch.Tensor) -> float:
+        return float(torch.mean((Xa @ w.double().cpu().reshape(-1) - ya) ** 2))
+
+    return ConvexProblem("hetero_quadratic", data, bias_free_linear(d), w_star, f_star, mu, L, sg, objective)
+
+
+def tanh_regression(
+    num_clients: int = 4,
+    d: int = 10,
+    samples_per_client: int = 50,
+    spread: float = 0.7,
+    scale: float = 1.5,
+    seed: int = 0,
+) -> dict:
+    """A smooth non-convex federated problem: F_k(w) = mean_j (tanh(x_j . w) - y_j)^2 with y = tanh(X_k w_k*)
+    (so F_k* = 0), client optima w_k* = w0 + spread * offsets, x ~ N(0, I/d) * scale.
+
+    Returns the dataset, a model factory (bias-free Linear + Tanh, MSE loss), float64 design/targets per
+    client, and L: every F_k is L-smooth with L = sup_{a, y} |f''(a)| * max_k lambda_max(X_k^T X_k / n),
+    f(a) = (tanh a - y)^2, f''(a) = 2 sech^4 a - 4 (tanh a - y) tanh a sech^2 a, the sup over a grid of a and
+    the targets' range (f'' is linear in y, so its extreme is at an end of the range).
+    """
+    rng = np.random.default_rng([seed, 303])
+    w0 = rng.normal(size=d)
+    off = rng.normal(size=(num_clients, d))
+    off -= off.mean(0)
+    clients, X64, Y64 = [], [], []
+    for k in range(num_clients):
+        X = (scale / math.sqrt(d)) * rng.normal(size=(samples_per_client, d))
+        y = np.tanh(X @ (w0 + spread * off[k]))
+        Xt, yt = torch.tensor(X, dtype=torch.float32), torch.tensor(y, dtype=torch.float32)
+        clients.append((Xt, yt))
+        X64.append(Xt.double().numpy())
+        Y64.append(yt.double().numpy())
+    data = FederatedDataset.from_tensors(
+        clients, clients[0], task="regression", name=f"tanh_regression(N={num_clients},d={d},spread={spread})"
+    )
+    a = np.linspace(-30, 30, 600_001)
+    sech2 = 1.0 / np.cosh(a) ** 2
+    ys = np.concatenate(Y64)
+    f2 = max(
+        float(np.abs(2 * sech2**2 - 4 * (np.tanh(a) - yv) * np.tanh(a) * sech2).max())
+        for yv in (ys.min(), ys.max())
+    )
+    lam = max(float(np.linalg.eigvalsh(X.T @ X / len(X)).max()) for X in X64)
+
+    def model(input_shape, num_classes):
+        return torch.nn.Sequential(torch.nn.Linear(d, 1, bias=False), torch.nn.Tanh())
+
+    model.__qualname__ = f"tanh_single_index_{d}"
+    return {
+        "data": data,
+        "model": model,
+        "X": X64,
+        "y": Y64,
+        "L": f2 * lam,
+        "f2_sup": f2,
+        "lambda_max": lam,
+        "d": d,
+    }
+
+
+def tanh_grads(prob: dict, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For parameter rows W (n, d): F(W), ||grad F(W)||^2 and ||grad F_k(W)||^2 (n, N), in float64."""
+    Fs, gs = [], []
+    for X, y in zip(prob["X"], prob["y"]):
+        a = W @ X.T  # (n, B)
+        r = np.tanh(a) - y
+        Fs.append((r**2).mean(1))
+        gs.append((2 * r / np.cosh(a) ** 2) @ X / X.shape[0])  # (n, d)
+    F = np.mean(Fs, axis=0)
+    g = np.mean(gs, axis=0)
+    return F, (g**2).sum(1), np.stack([(gk**2).sum(1) for gk in gs], 1)

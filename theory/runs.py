@@ -14,6 +14,11 @@ loop. The claims only add observers (``benchmark.engine``), which record without
 a convex toy problem (``theory.problems``) with a step-size schedule the ``Experiment`` cannot express
 (eta(t) = alpha/(t + beta) per round, FedBAT's eta_t = 2/(mu(gamma + t)) per cumulative local step):
 the same ``prepare`` + ``simulate``, with ``LoopConfig.lr_schedule`` and :class:`InverseTimeSGD`.
+
+:func:`run_lfl` (written for LFL's checks, shared with FedBAT's) wraps :func:`run_problem` into a
+:class:`Run` of float64 arrays, with the per-step ||g||^2 when asked (``StepGradSq``); :func:`start_point`
+and :func:`seeds_for` give the runs independent starting points and seeds; :func:`grad_sq_sup` is the
+plug-in G^2, :func:`sq_errors` and :func:`opt_gaps` the distance to theta* and the optimality gap per round.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from torch.utils import _pytree as pytree
 from benchmark import engine
 from benchmark.experiment import Experiment, prepare
 from benchmark.experiment import run as run_experiment
+from theory.outcome import CheckContext
 from theory.provenance import check_algorithm
 
 __all__ = ["Diagnostics", "InverseTimeSGD", "ParamTrace", "StepGradSq", "Trace", "run_problem", "single_thread",
@@ -210,3 +216,83 @@ def run_problem(problem, algorithm: str, args: dict, *, rounds: int, local_steps
         out = engine.simulate(p.alg, p.fmodel, p.data, p.parts, cfg, executor=p.executor, optimizer=opt,
                               observers=[rec, *observers], init=theta0)
     return _trace_of(rec, out.status, out.executor, exp)
+
+
+@dataclass
+class Run:
+    """One run: ``params`` (R+1, d) float64, theta(0) first; ``grad_sq`` (R, K, steps) when recorded;
+    ``client_ids`` (R, K); ``extra`` the hook's values per round; ``status`` "ok" or "diverged"."""
+
+    params: np.ndarray
+    client_ids: np.ndarray
+    grad_sq: np.ndarray | None = None
+    extra: list = field(default_factory=list)
+    status: str = "ok"
+
+
+def run_lfl(
+    problem,
+    algorithm: str,
+    args: dict,
+    *,
+    rounds: int,
+    local_steps: int,
+    batch_size: int | None,
+    lr: float | Callable[[int], float],
+    seed: int,
+    theta0: torch.Tensor,
+    step_decay: float = 0.0,
+    clients_per_round: int | None = None,
+    record_grads: bool = False,
+    hook: Callable | None = None,
+) -> Run:
+    """``algorithm`` on ``problem`` from ``theta0`` with step size ``lr`` (a constant or ``lr(round)``, decayed
+    within the round by ``step_decay``): ``theory.runs.run_problem`` with observers. ``batch_size=None``:
+    full local batches (deterministic gradients)."""
+    g = StepGradSq() if record_grads else None
+    tr = run_problem(problem, algorithm, args, rounds=rounds, local_steps=local_steps, batch_size=batch_size,
+                     lr=lr, seed=seed, theta0=theta0, clients_per_round=clients_per_round,
+                     step_decay=step_decay, hook=hook, observers=[g] if g is not None else ())
+    ids = tr.client_ids
+    return Run(tr.params.numpy(), ids, g.array(ids) if g is not None and len(ids) else None, tr.extra, tr.status)
+
+
+def start_point(problem, seed: int, radius: float) -> torch.Tensor:
+    """theta* + radius * u with u uniform on the unit sphere (seeded), rounded to float32 (float64 out)."""
+    d = problem.optimum.numel()
+    u = np.random.default_rng([int(seed), 77]).normal(size=d)
+    w = problem.optimum.double() + radius * torch.from_numpy(u / np.linalg.norm(u))
+    return w.to(torch.float32).double()
+
+
+def seeds_for(ctx: CheckContext, n: int) -> list[int]:
+    """n Monte-Carlo seeds derived from the context's seed (disjoint for different ctx seeds)."""
+    return [int(ctx.seed) * 10_000 + i for i in range(n)]
+
+
+def grad_sq_sup(runs: list[Run], num_clients: int) -> float:
+    """Plug-in G^2: max over (round, client, local step) of the mean over runs of ||g||^2 (recipe 6).
+
+    With partial participation a client's mean is over the runs that sampled it in that round (sampling is
+    independent of the trajectory, so this is an unbiased estimate of its E||g||^2)."""
+    R, _, s = runs[0].grad_sq.shape
+    tot = np.zeros((R, num_clients, s))
+    cnt = np.zeros((R, num_clients, 1))
+    for run in runs:
+        for r in range(R):
+            tot[r, run.client_ids[r]] += run.grad_sq[r]
+            cnt[r, run.client_ids[r]] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = tot / cnt
+    return float(np.nanmax(mean))
+
+
+def sq_errors(p, runs: list[Run]) -> np.ndarray:
+    """||theta(t) - theta*||^2 per run and round: (runs, R+1) float64."""
+    w = torch.from_numpy(np.stack([r.params for r in runs]))  # (S, R+1, d)
+    return ((w - p.optimum.double()) ** 2).sum(-1).numpy()
+
+
+def opt_gaps(p, runs: list[Run]) -> np.ndarray:
+    """F(theta(t)) - F* per run and round: (runs, R+1) float64."""
+    return np.array([[p.objective(torch.from_numpy(w)) - p.f_star for w in r.params] for r in runs])

@@ -25,32 +25,14 @@ import importlib
 import pkgutil
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
-HOLDS, VIOLATED, INCONCLUSIVE, UNINFORMATIVE = "HOLDS", "VIOLATED", "INCONCLUSIVE", "UNINFORMATIVE"
-VERDICTS = (HOLDS, VIOLATED, INCONCLUSIVE, UNINFORMATIVE)
-PAPER_CLAIM, DERIVED = "paper", "derived"
-KINDS = (PAPER_CLAIM, DERIVED)
+from theory.outcome import (DERIVED, HOLDS, INCONCLUSIVE, KINDS, PAPER_CLAIM, UNINFORMATIVE, VERDICTS, VIOLATED,
+                            CheckContext, Outcome)
 
-
-@dataclass
-class Outcome:
-    verdict: str
-    key_number: str
-    evidence: dict = field(default_factory=dict)
-    conditions: str = ""
-    series: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
-
-
-@dataclass(frozen=True)
-class CheckContext:
-    seed: int = 0
-    quick: bool = False  # smaller Monte-Carlo sizes and horizons (tests, CI); the report uses quick=False
+__all__ = ["DERIVED", "HOLDS", "INCONCLUSIVE", "KINDS", "PAPER_CLAIM", "UNINFORMATIVE", "VERDICTS", "VIOLATED",
+           "CheckContext", "Claim", "Outcome", "all_claims", "claim"]
 
 
 @dataclass(frozen=True)
@@ -101,24 +83,35 @@ class _single_thread:
 _CLAIMS: dict[str, Claim] = {}
 
 
-def claim(id: str, paper: str, source: str, statement: str, false_alarm: float = 1e-3, *, kind: str):
-    """Decorator registering ``check(ctx) -> Outcome`` as a claim of the given ``kind`` ("paper"/"derived")."""
+def claim(id: str, paper: str, source: str, statement: str, false_alarm: float = 1e-3, *, kind: str,
+          json_safe: bool = False):
+    """Decorator registering ``check(ctx) -> Outcome`` as a claim of the given ``kind`` ("paper"/"derived").
+
+    ``json_safe``: the registered check runs with one BLAS thread and its Outcome's evidence and series are made
+    plain JSON (``theory.evidence.json_safe``); the decorated function itself is returned unchanged."""
     if kind not in KINDS:
         raise ValueError(f"claim {id!r}: kind must be one of {KINDS}, got {kind!r}")
 
     def deco(fn):
         if id in _CLAIMS:
             raise ValueError(f"claim {id!r} registered twice")
-        _CLAIMS[id] = Claim(id, paper, source, statement, fn, false_alarm, kind)
+        check = fn
+        if json_safe:
+            from theory.evidence import json_safe_check
+
+            check = json_safe_check(fn)
+        _CLAIMS[id] = Claim(id, paper, source, statement, check, false_alarm, kind)
         return fn
 
     return deco
 
 
 def _load() -> None:
-    for mod in pkgutil.iter_modules(__path__):
-        if not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}")
+    """Import every claims module: ``theory/claims/<paper>.py`` and the section modules of a paper's package
+    (``theory/claims/<paper>/<section>.py``); names starting with ``_`` are skipped."""
+    for mod in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
+        if not any(part.startswith("_") for part in mod.name.split(".")[2:]):
+            importlib.import_module(mod.name)
 
 
 def all_claims(paper: str | None = None, claim_id: str | None = None) -> list[Claim]:
@@ -131,32 +124,3 @@ def all_claims(paper: str | None = None, claim_id: str | None = None) -> list[Cl
                          f"claims: {', '.join(sorted(_CLAIMS))}")
     return sorted(out, key=lambda c: (c.paper, c.id))
 
-
-def bound_informative(measured, bound, frozen) -> dict:
-    """Whether a bound check can tell the algorithm from a frozen one (DESIGN.md, Theory checks).
-
-    ``measured``, ``bound``: the measured quantity and its bound at the checked points (same shape);
-    ``frozen``: what an algorithm that never moves would measure at the same points (e.g. the initial gap
-    at every horizon), under the same constants. Returns the slack (bound / measured: its minimum over the
-    points, where the bound is tightest), the frozen reference's slack, and ``informative``: True when the
-    frozen reference exceeds the bound somewhere (the check then fails for it)."""
-    import numpy as np
-
-    m, b, f = (np.asarray(v, dtype=float) for v in (measured, bound, frozen))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        slack = b / m
-        fslack = b / f
-    return {"slack_bound_over_measured_min": float(np.nanmin(slack)),
-            "slack_bound_over_measured_max": float(np.nanmax(slack)),
-            "frozen_reference_slack_min": float(np.nanmin(fslack)),
-            "frozen_passes": bool(np.all(f <= b)), "informative": bool(np.any(f > b))}
-
-
-def verdict_from(test_passed: bool, confirmed: bool | None = None) -> str:
-    """Map a calibrated test to a verdict: rejection -> VIOLATED; no rejection and a confirming
-    confidence bound (power) -> HOLDS; no rejection without it -> INCONCLUSIVE."""
-    if not test_passed:
-        return VIOLATED
-    if confirmed is None or confirmed:
-        return HOLDS
-    return INCONCLUSIVE

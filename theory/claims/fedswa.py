@@ -19,9 +19,10 @@ import torch
 from benchmark.experiment import Experiment
 from benchmark.federated_dataset import FederatedDataset
 from theory import stats
-from theory.claims import HOLDS, PAPER_CLAIM, UNINFORMATIVE, CheckContext, Outcome, claim, verdict_from
-from theory.runs import trace
+from theory.claims import HOLDS, PAPER_CLAIM, UNINFORMATIVE, CheckContext, Outcome, claim
 from theory.problems import ConvexProblem, bias_free_linear
+from theory.runs import trace
+from theory.verdicts import verdict_from
 
 PAPER = "fedswa"
 
@@ -153,7 +154,7 @@ def sigma_g_full(ctx: CheckContext, algorithm: str = "fedmoswa", args: dict | No
     pos = [j for j, sg in enumerate(sigmas) if sg > 0]
     xs = [sigmas[j] for j in pos]
     res = stats.slope_at_most(xs, err["fedmoswa"][:, pos], 0.1)
-    contrast = {a: _t_of(stats.slope(xs, err[a][:, pos])) for a in ("fedswa", "fedavg")}
+    contrast = {a: stats.slope(xs, err[a][:, pos]).to_dict() for a in ("fedswa", "fedavg")}
     verdict = verdict_from(res.passed, res.details["confirmed"])
     conv = _converged(err["fedmoswa"][:, 0])
     if verdict == HOLDS and not conv["converged"]:
@@ -165,7 +166,7 @@ def sigma_g_full(ctx: CheckContext, algorithm: str = "fedmoswa", args: dict | No
            f"error_T at sigma_g=4: {np.median(err['fedmoswa'][:, -1]):.2e} vs FedSWA {np.median(err['fedswa'][:, -1]):.2e}")
     evidence = {"sigma_g": sigmas, "T": T, "seeds": R, "error_T": {a: v.tolist() for a, v in err.items()},
                 "checked_algorithm": algorithm, "frozen_reference_convergence": conv,
-                "D2_thm52": d2.tolist(), "fedmoswa_slope_test": _t_of(res), "contrast_slopes": contrast,
+                "D2_thm52": d2.tolist(), "fedmoswa_slope_test": res.to_dict(), "contrast_slopes": contrast,
                 "premises": {**_eta_tilde_ok(lr, _K, _ALPHA, _L, _M, _M, _MU), "T": T, "full_participation": True,
                              "sigma": 0.0, "constant_local_lr": True, "option": "II (= the proofs' c update under a "
                              "constant LR)"},
@@ -227,7 +228,7 @@ def sigma_g_partial(ctx: CheckContext, algorithm: str = "fedmoswa", args: dict |
     evidence = {"sigma_g": sigmas, "s": s, "m": _M, "T": T, "tail_rounds": tail, "seeds": R,
                 "checked_algorithm": algorithm, "frozen_reference_convergence": conv,
                 "stationary_error": {a: v.tolist() for a, v in err.items()}, "D2_thm52": d2.tolist(),
-                "fedmoswa_slope_test": _t_of(res), "scaffold_slope_test": _t_of(scaffold),
+                "fedmoswa_slope_test": res.to_dict(), "scaffold_slope_test": scaffold.to_dict(),
                 "gamma_sweep_sigma_g_1": {"gamma": gammas, "stationary_error": gfloor.tolist(),
                                           "slope_vs_gamma": gamma_slope.estimate,
                                           "interval": list(gamma_slope.interval)},
@@ -301,7 +302,7 @@ def faster(ctx: CheckContext, lr_fn=None, only: tuple | None = None, seeds: int 
         pred_slope = float(np.polyfit(np.log(values), np.log(pred), 1)[0])
         results[name] = res
         two = stats.slope(values, floors)
-        evidence[name] = {"values": values, "stationary_error": floors.tolist(), "test": _t_of(res),
+        evidence[name] = {"values": values, "stationary_error": floors.tolist(), "test": res.to_dict(),
                           "two_sided_interval": list(two.interval),
                           "predicted_slope_inside_interval": bool(two.interval[0] <= pred_slope <= two.interval[1]),
                           "predicted_slope_fixed_eta_tilde": pred_slope}
@@ -460,8 +461,8 @@ def stability(ctx: CheckContext, truncate: int | None = None) -> Outcome:
                     f"{slope_tests[a].interval[1]:+.2f}] (pred -1), Delta/bound {np.mean(ratios[a]):.2f}" for a in algs)
     evidence = {"n": ns, "m": m, "seeds": seeds, "replacements_per_seed": reps, "beta": beta, "mu": mu, "eta_l": lr,
                 "b_tilde": b_tilde(mu, beta, K, T), "Delta_T": {a: v.tolist() for a, v in deltas.items()},
-                "slope_tests": {a: _t_of(t) for a, t in slope_tests.items()},
-                "bound_tests_Delta_over_bound": {a: _t_of(t) for a, t in bound_tests.items()},
+                "slope_tests": {a: t.to_dict() for a, t in slope_tests.items()},
+                "bound_tests_Delta_over_bound": {a: t.to_dict() for a, t in bound_tests.items()},
                 "bounds": bounds,
                 "fedmoswa_over_fedswa_Delta": float(np.mean(deltas["fedmoswa"] / deltas["fedswa"])),
                 "slack_bound_over_Delta": {a: float(1 / np.mean(v)) for a, v in ratios.items()},
@@ -482,6 +483,3 @@ def stability(ctx: CheckContext, truncate: int | None = None) -> Outcome:
             f"replacements.")
     return Outcome(verdict, key, evidence, cond, series)
 
-
-def _t_of(res) -> dict:
-    return res.to_dict()

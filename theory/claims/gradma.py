@@ -28,9 +28,10 @@ import torch
 
 from benchmark.experiment import Experiment
 from theory import problems, stats
-from theory.claims import CheckContext, HOLDS, INCONCLUSIVE, Outcome, PAPER_CLAIM, VIOLATED, claim, verdict_from
+from theory.claims import HOLDS, INCONCLUSIVE, PAPER_CLAIM, VIOLATED, CheckContext, Outcome, claim
 from theory.problems import quad_hessian
 from theory.runs import Diagnostics, Trace, trace
+from theory.verdicts import verdict_from
 
 PAPER = "gradma"
 
@@ -45,9 +46,6 @@ def rho_sq(prob) -> float:
         out = max(out, float(g @ g))
     return out
 
-
-def _t_of(res) -> dict:
-    return res.to_dict()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -203,7 +201,7 @@ def rate_outcome(xname: str, xs, metric: np.ndarray, max_slope: float, premises:
     est = res.estimate
     lo, hi = two.interval
     key = f"slope vs {xname} {est:+.3f} [{lo:+.3f}, {hi:+.3f}] (bound: {max_slope:+.1f})"
-    evidence = {"test": _t_of(res), "two_sided_interval": [lo, hi], "premises": premises,
+    evidence = {"test": res.to_dict(), "two_sided_interval": [lo, hi], "premises": premises,
                 "assumptions_A4_A5": assumptions, **extra}
     hyp = assumptions is None or assumptions["all_met"]
     if not premises["all_met"] and require_premises:
@@ -402,9 +400,9 @@ def eps_l_rate(ctx: CheckContext, *, Ts=None, args: dict | None = None, algorith
            f"eps_l^2 T = {np.median(level):.3g} (needs <= 1)")
     evidence = {"T": Ts, "seeds": R, "S": S, "I": I, "N": _N,
                 "realized_eps_l_max": eps_max.tolist(), "rms_correction_late_half": eps_late.tolist(),
-                "slope_test": _t_of(res), "slope_two_sided": [lo, hi],
+                "slope_test": res.to_dict(), "slope_two_sided": [lo, hi],
                 "late_half_rms_slope": late.estimate, "late_half_rms_interval": list(late.interval),
-                "level_test_eps_l_sq_times_T": _t_of(lev),
+                "level_test_eps_l_sq_times_T": lev.to_dict(),
                 "slack_required_over_realized_eps_l_sq": float(1.0 / np.max(level)),
                 "active_fraction_late_half_tau_ge_1": act_late.tolist(),
                 "grad_sq_last_round": gend.tolist(), "rho_sq_A3": rho_sq(prob),
@@ -470,7 +468,7 @@ def projection_real(ctx: CheckContext, *, seeds=None, args: dict | None = None, 
                 "median_relative_change_tau_ge_1": rels,
                 "constraint_active_frequency_[prev_grad, global_grad, x_tau - x_t]": zfreq,
                 "median_relative_change_per_tau": per_tau, "max_correction_sq": eps2,
-                "level_test_max_correction_sq_times_T": _t_of(test),
+                "level_test_max_correction_sq_times_T": test.to_dict(),
                 "slack_bound_over_measured": float(1.0 / np.mean(level)) if np.mean(level) > 0 else math.inf,
                 "run_status": losses,
                 "note": "g is the minibatch gradient the algorithm projects (the theory's A4 is stated for full local "
