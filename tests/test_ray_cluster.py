@@ -157,8 +157,9 @@ def test_ray_cluster_survives_losing_a_node(tmp_path):
         assert not list(folder.glob(".*.tmp"))
 
         # Ctrl-C of the driver cancels its tasks: nothing keeps running on the cluster, nothing is written after.
-        # Cells of 2000 rounds: far longer than the 20 s allowed, so only a cancel stops them in time.
-        long = write_tiny_suite(tmp_path, name="raylong", rounds=2000, seeds=(0, 1))
+        # Cells of 50000 rounds (minutes each): far longer than the 20 s allowed, so only a cancel stops them in
+        # time (2000 rounds once let all four cells finish before the Ctrl-C, on a loaded 2-core machine)
+        long = write_tiny_suite(tmp_path, name="raylong", rounds=50000, seeds=(0, 1))
         folder2 = tmp_path / "ray2" / "raylong" / VERSION
         driver = subprocess.Popen([sys.executable, "-m", "benchmark.cli", "run", "--suite", str(long), "--backend",
                                    "ray", "--address", address, "--results", str(tmp_path / "ray2"),
