@@ -428,7 +428,11 @@ def _run_ray(exps: list[Experiment], out_dir: str, address: str | None, done) ->
         pending = list(cells)
         try:
             while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
+                # a short timeout: Ctrl-C is only raised between calls, and a blocking wait returns only when
+                # a cell ends (minutes for a long cell)
+                ready, pending = ray.wait(pending, num_returns=1, timeout=0.5)
+                if not ready:
+                    continue
                 try:
                     rec = ray.get(ready[0])
                 except ray.exceptions.RayError as e:  # lost beyond its retries (nodes gone): a failed cell
