@@ -58,7 +58,7 @@ def test_full_scale_without_records_is_inconclusive(tmp_path):
 def test_claims_quick_writes_the_report(tmp_path, capsys):
     rc = cli.main(["claims", "--quick", "--paper", "bherd", "--results", str(tmp_path), "--no-progress"])
     assert rc == 0
-    folder = next((tmp_path / "claims").glob("*/quick/partial"))
+    folder = next((tmp_path / "claims").glob("*/quick/partial/bherd"))
     data = json.loads((folder / "report.json").read_text())
     md = (folder / "report.md").read_text()
     claims = empirical.paper("bherd").CLAIMS

@@ -228,7 +228,7 @@ def cmd_claims(a) -> int:
     base = Path(a.out) if a.out else Path(a.results) / "claims" / code_version()["package"]
     folder = base if scale == "cpu" else base / scale
     if a.paper and not a.out:
-        folder = folder / "partial"  # one paper never overwrites the whole report
+        folder = folder / "partial" / a.paper  # one paper never overwrites the whole report, nor another paper
     meta = {"scale": scale, "wall_seconds": time.time() - t0, "cpus": os.cpu_count(), "backend": a.backend,
             "jobs": a.jobs, "load_start": load0, "load_end": _load(), "note": a.note or ""}
     paths = write_report(papers, folder, meta)
@@ -260,7 +260,7 @@ def add_parser(sub) -> None:
                                    "run records under results/claims/<version>/runs (resumable: run again to "
                                    "continue).")
     p.add_argument("--paper", help="only this paper's claims (bherd, fedbat, fedswa, gradma, lfl); written to "
-                                   "<folder>/partial")
+                                   "<folder>/partial/<paper>")
     p.add_argument("--quick", action="store_true",
                    help="a few-minutes version (rounds / 10, 2 grid values, 3 seeds) for CI; written to <folder>/quick")
     p.add_argument("--scale", choices=["cpu", "full"], default="cpu",
