@@ -416,7 +416,9 @@ def _run_ray(exps: list[Experiment], out_dir: str, address: str | None, done) ->
         raise SuiteError("--backend ray needs Ray: pip install 'fedrepro[ray]'") from None
     started_here = False
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+        # no address: a new local Ray of our own ("local"), never a cluster that happens to run on this machine
+        # (ray.init() without an address joins the newest one started with `ray start`)
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
                  **({} if address else {"num_cpus": usable_cpus()}))
         started_here = True
     try:

@@ -161,19 +161,31 @@ def test_ray_cluster_survives_losing_a_node(tmp_path):
         # time (2000 rounds once let all four cells finish before the Ctrl-C, on a loaded 2-core machine)
         long = write_tiny_suite(tmp_path, name="raylong", rounds=50000, seeds=(0, 1))
         folder2 = tmp_path / "ray2" / "raylong" / VERSION
-        driver = subprocess.Popen([sys.executable, "-m", "benchmark.cli", "run", "--suite", str(long), "--backend",
-                                   "ray", "--address", address, "--results", str(tmp_path / "ray2"),
-                                   "--no-progress"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
         def running_cells():
             return [p for p in descendants(head.proc.pid) if cmdline(p).startswith("ray::compute_cell")]
 
+        # the first suite's workers go idle (renamed ray::IDLE) first: a cell seen running after that is the new
+        # driver's, so its Ctrl-C lands while it waits on its cells (not while it still starts up, where a
+        # leftover worker's name once made the test send it too early)
+        while running_cells():
+            assert time.monotonic() < t_end, "the first suite's cells still run"
+            time.sleep(0.1)
+        driver = subprocess.Popen([sys.executable, "-m", "benchmark.cli", "run", "--suite", str(long), "--backend",
+                                   "ray", "--address", address, "--results", str(tmp_path / "ray2"),
+                                   "--no-progress"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         while not running_cells():
             assert driver.poll() is None, driver.stderr.read()
             assert time.monotonic() < t_end, "no cell started on the head"
             time.sleep(0.1)
         driver.send_signal(signal.SIGINT)
-        assert driver.wait(60) == 130, driver.stderr.read()[-3000:]
+        try:
+            rc = driver.wait(60)
+        except subprocess.TimeoutExpired:
+            driver.kill()
+            raise AssertionError("the driver did not end within 60 s of Ctrl-C:\n"
+                                 + driver.communicate()[1][-3000:]) from None
+        assert rc == 130, driver.stderr.read()[-3000:]
         written = sorted(p.name for p in folder2.glob("*.json"))
         deadline = time.monotonic() + 20
         while running_cells():
