@@ -171,19 +171,24 @@ def test_ray_cluster_survives_losing_a_node(tmp_path):
         while running_cells():
             assert time.monotonic() < t_end, "the first suite's cells still run"
             time.sleep(0.1)
+        # as from a terminal: Ctrl-C's default action, whatever this test process inherited
         driver = subprocess.Popen([sys.executable, "-m", "benchmark.cli", "run", "--suite", str(long), "--backend",
                                    "ray", "--address", address, "--results", str(tmp_path / "ray2"),
-                                   "--no-progress"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                   "--no-progress"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         while not running_cells():
             assert driver.poll() is None, driver.stderr.read()
             assert time.monotonic() < t_end, "no cell started on the head"
             time.sleep(0.1)
+        with open(f"/proc/{driver.pid}/status") as f:
+            masks = " ".join(ln.strip() for ln in f if ln.startswith(("SigBlk", "SigIgn", "SigCgt")))
         driver.send_signal(signal.SIGINT)
         try:
             rc = driver.wait(60)
         except subprocess.TimeoutExpired:
             driver.kill()
-            raise AssertionError("the driver did not end within 60 s of Ctrl-C:\n"
+            raise AssertionError(f"the driver did not end within 60 s of Ctrl-C (its signal masks: {masks}; this "
+                                 f"process: SIGINT {signal.getsignal(signal.SIGINT)}):\n"
                                  + driver.communicate()[1][-3000:]) from None
         assert rc == 130, driver.stderr.read()[-3000:]
         written = sorted(p.name for p in folder2.glob("*.json"))
