@@ -231,11 +231,17 @@ def run_cell(exp: Experiment, out_dir: str, threads: Threads | int | None = None
     return save_cell(out_dir, compute_cell(exp, threads))
 
 
-def pending_cells(suite: Suite, out_dir: Path) -> tuple[list[Cell], int]:
-    """Cells without a finished record; unreadable records are moved aside first (their cells run again)."""
+def pending(exps: list[Experiment], out_dir: Path) -> tuple[list[Experiment], int]:
+    """The experiments without a finished record in ``out_dir`` (each config once), and how many have one;
+    unreadable records are moved aside first (their cells run again)."""
     done = {rec["config_hash"]: rec["status"] for rec in store.read_records(out_dir, quarantine=True)}
-    todo = [c for c in suite.cells if done.get(c.config_hash) not in FINISHED]
-    return todo, len(suite.cells) - len(todo)
+    todo, seen = [], set()
+    for e in exps:
+        h = e.config_hash()
+        if done.get(h) not in FINISHED and h not in seen:
+            todo.append(e)
+        seen.add(h)
+    return todo, len(seen) - len(todo)
 
 
 BACKENDS = ("local", "process", "ray")
@@ -282,14 +288,7 @@ def run_suite(suite: Suite, backend: str = "local", jobs: int | str | None = Non
     the cells left alone go to ``backend``.
     """
     _check_how(suite, device, executor)
-    exps = []
-    for c in suite.cells:
-        e = c.experiment
-        if device:
-            e = dataclasses.replace(e, device=device)
-        if executor:
-            e = dataclasses.replace(e, executor=executor)
-        exps.append(e)
+    exps = _with_how([c.experiment for c in suite.cells], device, executor)
     return run_experiments(exps, results_dir(results_root, suite.name), backend, jobs, address, progress,
                            f"suite {suite.name}", group_runs=group_runs, device=device)
 
@@ -307,21 +306,13 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
     out_dir = Path(out_dir)
     store.check_writable_folder(out_dir, "results folder")
     store.clean_stale_temps(out_dir)
-    done_status = {rec["config_hash"]: rec["status"] for rec in store.read_records(out_dir, quarantine=True)}
-    todo, seen = [], set()
-    for e in exps:
-        h = e.config_hash()
-        if done_status.get(h) not in FINISHED and h not in seen:
-            todo.append(e)
-        seen.add(h)
-    skipped = len(seen) - len(todo)
-    exps = todo
+    exps, skipped = pending(exps, out_dir)
     counts = {"skipped": skipped, "ok": 0, "diverged": 0, "failed": 0}
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(seen), initial=skipped, desc=desc, unit="cell")
+        bar = tqdm(total=len(exps) + skipped, initial=skipped, desc=desc, unit="cell")
 
     def done(summary):
         counts[summary["status"]] = counts.get(summary["status"], 0) + 1
@@ -473,8 +464,7 @@ def plan_suite(suite: Suite, results_root: str = "results", device: str | None =
     from . import batched, cost
 
     out_dir = results_dir(results_root, suite.name)
-    todo, done = pending_cells(suite, out_dir)
-    exps = _with_how([c.experiment for c in todo], device, executor)
+    exps, done = pending(_with_how([c.experiment for c in suite.cells], device, executor), out_dir)
     dev_type = cost.device_type_of(device)
     groups = batched.plan(exps, group_runs, dev_type) if exps else []
     bench = cost.latest_bench(dev_type)
@@ -500,7 +490,7 @@ def plan_suite(suite: Suite, results_root: str = "results", device: str | None =
             alone_s = None if alone_s is None or single is None else alone_s + single
     total = [r["seconds"] for r in rows.values()]
     return {"suite": suite.name, "out_dir": str(out_dir), "cells": len(suite.cells), "done": done,
-            "to_run": len(todo), "jobs": len(groups), "device": dev_type, "rows": rows,
+            "to_run": len(exps), "jobs": len(groups), "device": dev_type, "rows": rows,
             "seconds": None if any(t is None for t in total) else sum(total), "seconds_alone": alone_s,
             "bench": bench.get("_path") if bench else None}
 

@@ -56,7 +56,6 @@ HEADERS = ["algorithm", "dataset", "partition", "N", "seed", "final acc %", "bes
 def cmd_run(a) -> int:
     from tabulate import tabulate
 
-    from .. import store
     from ..experiment import choose_threads, run
 
     if a.suite:
@@ -119,8 +118,6 @@ def cmd_run(a) -> int:
 
 def warn_if_loaded() -> None:
     """``fedrepro run`` warns, as ``bench`` does, when other processes already keep every core busy."""
-    from ..experiment import load_warning
-
     high_load = load_warning()
     if high_load:
         print(f"fedrepro: warning: {high_load}", file=sys.stderr)
@@ -131,8 +128,6 @@ def _dry_run_experiments(exps: list, device: str | None) -> int:
     from tabulate import tabulate
 
     import algorithms
-
-    from .. import cost
 
     dev = cost.device_type_of(device)
     bench = cost.latest_bench(dev)
@@ -162,9 +157,7 @@ def main_run_suite(a) -> int:
         return 2
     out_dir = runner.results_dir(a.results, suite.name)
     print(f"suite {suite.name}: {len(suite.cells)} cells -> {out_dir}", file=sys.stderr)
-    high_load = load_warning()
-    if high_load:
-        print(f"fedrepro: warning: {high_load}", file=sys.stderr)
+    warn_if_loaded()
     try:
         counts = runner.run_suite(suite, a.backend, a.jobs, a.results, a.address, progress=not a.no_progress,
                            device=a.device, executor=a.executor, group_runs=cli_group_runs(a))
