@@ -14,7 +14,8 @@ Protocol (``tune``):
    tuning seeds (fresh partitions, initial models and minibatch orders), evaluated on the test set.
 
 Every cell is an ordinary run record in ``out_dir`` (``runner.run_experiments``: resumable, a killed tuning
-resumes where it stopped), and the tuning record (grid, validation scores per point and seed, choice, split)
+resumes where it stopped; planned by ``benchmark.plan``, so the grid points and seeds of an arm whose varied
+values can be batched tensors train as batched jobs), and the tuning record (grid, validation scores per point and seed, choice, split)
 is written atomically to ``out_dir/tuning/<key>.json``. Grid keys are ``Experiment`` fields (``lr``,
 ``momentum``, ``local_steps``...) or hyperparameters of the algorithm (``beta1``, ``mu``...), which go into
 ``algorithm_args``.
@@ -179,18 +180,20 @@ def _records(folder: Path) -> dict[str, dict]:
 
 
 def tune(base: Experiment, plan: TuningPlan, out_dir, backend: str = "local", jobs: int | None = None,
-         progress: bool = True, run_final: bool = True) -> TuneResult:
-    """Run the tuning cells, select on the validation split, run the final cells (see the module docstring)."""
+         progress: bool = True, run_final: bool = True, group_runs: int | None = None) -> TuneResult:
+    """Run the tuning cells, select on the validation split, run the final cells (see the module docstring).
+    ``group_runs``: as in ``runner.run_experiments`` (None: the planner's default; 1: one cell after another)."""
     out_dir = Path(out_dir)
     exps = [e for _, _, e in tuning_cells(base, plan)]
     counts = runner.run_experiments(exps, out_dir, backend, jobs, progress=progress,
-                                    desc=f"tune {base.algorithm}")
+                                    desc=f"tune {base.algorithm}", group_runs=group_runs)
     rec = select(base, plan, _records(out_dir))
     path = store.write_json_atomic(out_dir / "tuning" / f"{rec['key']}.json", rec)
     finals = []
     if run_final:
         fin = final_cells(base, rec["choice"], plan)
-        c2 = runner.run_experiments(fin, out_dir, backend, jobs, progress=progress, desc=f"final {base.algorithm}")
+        c2 = runner.run_experiments(fin, out_dir, backend, jobs, progress=progress, desc=f"final {base.algorithm}",
+                                    group_runs=group_runs)
         counts = {k: counts.get(k, 0) + c2.get(k, 0) for k in set(counts) | set(c2)}
         recs = _records(out_dir)
         finals = [recs[e.config_hash()] for e in fin if e.config_hash() in recs]

@@ -5,8 +5,8 @@ import json
 import sys
 from concurrent.futures.process import BrokenProcessPool
 
-from .. import cost, report, runner, store
-from ..experiment import load_warning
+from .. import cost, plan, report, runner, store
+from ..plan import load_warning
 from . import args
 
 
@@ -56,7 +56,7 @@ HEADERS = ["algorithm", "dataset", "partition", "N", "seed", "final acc %", "bes
 def cmd_run(a) -> int:
     from tabulate import tabulate
 
-    from ..experiment import choose_threads, run
+    from ..plan import choose_threads, run
 
     if a.suite:
         if a.dry_run:
@@ -127,16 +127,19 @@ def _dry_run_experiments(exps: list, device: str | None) -> int:
     """``fedrepro run <flags> --dry-run``: the runs' work and estimated time, nothing run."""
     from tabulate import tabulate
 
-    import algorithms
-
-    dev = cost.device_type_of(device)
+    try:
+        jobs = plan.plan(exps, device=device, group_runs=1, threads=None)
+        dev = plan.device_type(device)
+    except ValueError as err:
+        print(f"fedrepro: {err}", file=sys.stderr)
+        return 2
     bench = cost.latest_bench(dev)
     model = cost.cost_model_from_bench(bench) if bench else None
     rows = []
-    for e in exps:
+    for e, job in zip(exps, jobs):
         try:
             e.validate()
-            est = cost.estimate_cell(e, dev, model, algorithms.get_class(e.algorithm).vectorizable)
+            est = plan.estimate(job, model)
         except ValueError as err:
             print(f"fedrepro: invalid experiment: {err}", file=sys.stderr)
             return 2
@@ -206,13 +209,8 @@ def main_dry_run(a) -> int:
 
 
 def cli_group_runs(a) -> int | None:
-    """``--group-runs`` as given; unset: auto (None) for the local backend, 1 for process and Ray (their
-    workers run cells in parallel instead) and for an explicit ``--executor sequential``."""
+    """``--group-runs`` as given (unset: None, the planner's default, ``benchmark.plan``)."""
     n = getattr(a, "group_runs", None)
-    if n is not None:
-        if n < 1:
-            raise runner.SuiteError(f"--group-runs must be >= 1, got {n}")
-        return n
-    if getattr(a, "backend", "local") != "local" or getattr(a, "executor", None) == "sequential":
-        return 1
-    return None
+    if n is not None and n < 1:
+        raise runner.SuiteError(f"--group-runs must be >= 1, got {n}")
+    return n
