@@ -155,10 +155,11 @@ def choose_executor(exp: Experiment, device_type: str, observe_steps: bool = Fal
     if observe_steps:
         return cost.ExecutorChoice("sequential", "an observer watches every local step: the sequential executor",
                                    0.0, 0.0)
-    work = cost.cell_work(exp)
-    flops = _flops(exp, work) if exp.executor == AUTO else 0.0
     vectorizable = algorithms.get_class(exp.algorithm).vectorizable
-    return cost.choose_executor(exp.executor, device_type, vectorizable, flops, work["batch"])
+    if exp.executor != AUTO:
+        return cost.choose_executor(exp.executor, device_type, vectorizable, 0.0, 0.0)
+    work = cost.cell_work(exp)
+    return cost.choose_executor(AUTO, device_type, vectorizable, _flops(exp, work), work["batch"])
 
 
 # --------------------------------------------------------------------------------------------------
