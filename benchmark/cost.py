@@ -310,7 +310,7 @@ __all__ = ["choose_executor", "ExecutorChoice", "flops_per_sample", "model_flops
            "cost_model_from_bench", "CostModel", "estimate_cell", "estimate_group", "cell_work"]
 
 
-def estimate_group(exps: list, device_type: str, model: CostModel | None, executor: str = "vectorized") -> dict:
+def estimate_group(exps: list, device_type: str, model: CostModel | None, executor: str) -> dict:
     """Work and seconds of ``exps`` run as one batched job (vectorized over all their clients); one
     experiment: ``estimate_cell`` with ``executor``."""
     first = exps[0]
