@@ -263,6 +263,13 @@ def group_size(exp: Experiment, device: torch.device, alone: cost.ExecutorChoice
                                       work["batch"], free)
 
 
+def _key(c: _Cell) -> tuple:
+    try:
+        return batched.group_key(c.exp)
+    except (TypeError, ValueError) as err:  # invalid hyperparameters: the run reports them
+        return ("invalid", f"{type(err).__name__}: {err}")
+
+
 def _sizes(cells: list, idx: list, group_runs: int | None) -> tuple[int, str]:
     """How many runs of one batch key share a job, and why."""
     if group_runs is not None:
@@ -294,12 +301,12 @@ def plan(exps: Sequence[Experiment], *, device: str | None = None, executor: str
         return [_single(c, i, thr, alone) for i, c in enumerate(cells)]
     by_key: dict = {}
     for i, c in enumerate(cells):
-        by_key.setdefault(("alone", i) if c.error else batched.group_key(c.exp), []).append(i)
+        by_key.setdefault(("invalid", i) if c.error else _key(c), []).append(i)
     jobs = []
     for key, idx in by_key.items():
-        if key[0] == "alone":
-            why = f"{cells[idx[0]].exp.algorithm} is not vectorizable: runs alone" if not cells[idx[0]].error \
-                else "not planned"
+        if key[0] != "group":
+            why = f"{cells[idx[0]].exp.algorithm} is not vectorizable: runs alone" if key[0] == "alone" else \
+                f"not planned ({cells[idx[0]].error or key[1]})"
             jobs += [_single(cells[i], i, thr, why) for i in idx]
             continue
         n, why = _sizes(cells, idx, group_runs)
