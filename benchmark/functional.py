@@ -121,6 +121,10 @@ class _CounterDropout(torch.nn.Module):
         return x * keep / (1 - self.p)
 
 
+def _with(params: dict, state: dict) -> dict:
+    return {**params, **state} if state else params
+
+
 def _replace(root: torch.nn.Module, name: str, new: torch.nn.Module) -> None:
     parent = root.get_submodule(name.rpartition(".")[0]) if "." in name else root
     setattr(parent, name.rpartition(".")[2], new)
@@ -145,6 +149,7 @@ class _Variant:
                     self.dropout.append(name)
             elif isinstance(mod, torch.nn.modules.dropout._DropoutNd):
                 raise ValueError(f"{type(mod).__name__} is not supported by the executors; use nn.Dropout")
+        self.calls = [(n, n) for n in [*self.bn, *self.dropout]]  # what a whole-model call is given
         self.stages, self.stages_error = None, None
         try:
             from .models import stages
@@ -173,7 +178,10 @@ class FunctionalModel:
         self.loss = getattr(module, "fedrepro_loss", "default")  # e.g. "squared_hinge" for BHerd's SVM
         if self.loss not in ("default", "squared_hinge"):
             raise ValueError(f"unknown model loss {self.loss!r}")
-        self._variants = {(w, t): _Variant(module, w, t) for w in (True, False) for t in (True, False)}
+        special = any(isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.modules.dropout._DropoutNd))
+                      for m in module.modules())
+        plain = None if special else _Variant(module, True, True)  # nothing to vary: one copy serves all
+        self._variants = {(w, t): plain or _Variant(module, w, t) for w in (True, False) for t in (True, False)}
         self.bn_names = list(self._variants[True, True].bn)
         self._momentum = {n: module.get_submodule(n).momentum for n in self.bn_names}
         self._channels = {n: module.get_submodule(n).running_mean.shape for n in self.bn_names}
@@ -196,9 +204,11 @@ class FunctionalModel:
     def _call_state(self, v: _Variant, x: torch.Tensor, w, rng, like: dict | None, names) -> tuple[dict, dict]:
         """The per-call tensors of variant ``v`` for modules ``names`` ((key, full name) pairs), and the
         statistics slots (full name -> (mean slot, var slot)) they fill."""
+        state, slots = {}, {}
+        if not names:
+            return state, slots
         if w is None or w.shape[0] != x.shape[0]:
             w = torch.ones(x.shape[0], device=x.device)
-        state, slots = {}, {}
         for key, full in names:
             if full in v.dropout:  # no rng: an empty stream, dropout off
                 state[f"{key}.stream"] = next_stream(rng) if rng is not None else _NO_STREAM
@@ -211,9 +221,6 @@ class FunctionalModel:
                     state[f"{key}.batch_mean"], state[f"{key}.batch_var"] = slots[full]
         return state, slots
 
-    def _names(self, v: _Variant) -> list[tuple[str, str]]:
-        return [(n, n) for n in [*v.bn, *v.dropout]]
-
     def forward_train(self, flat: torch.Tensor, x: torch.Tensor, w: torch.Tensor | None = None, rng=None,
                       weighted: bool = True, buffers: dict | None = None) -> tuple[torch.Tensor, dict]:
         """Training-mode forward: (output, BatchNorm batch statistics). ``w``: the batch's sample weights
@@ -222,16 +229,16 @@ class FunctionalModel:
         ``buffers``: the client's BatchNorm buffers (they give the statistics' shapes, and their batching
         under vmap)."""
         v = self._variants[weighted, True]
-        state, slots = self._call_state(v, x, w, rng, buffers, self._names(v))
-        out = functional_call(v.module, {**self.layout.unflatten(flat), **state}, (x,))
+        state, slots = self._call_state(v, x, w, rng, buffers, v.calls)
+        out = functional_call(v.module, _with(self.layout.unflatten(flat), state), (x,))
         return out, slots
 
     def reference_forward(self, flat: torch.Tensor, x: torch.Tensor, w: torch.Tensor | None = None,
                           weighted: bool = True) -> torch.Tensor:
         """A frozen model's training-mode forward: BatchNorm on batch statistics, nothing recorded, no dropout."""
         v = self._variants[weighted, False]
-        state, _ = self._call_state(v, x, w, None, None, self._names(v))
-        return functional_call(v.module, {**self.layout.unflatten(flat), **state}, (x,))
+        state, _ = self._call_state(v, x, w, None, None, v.calls)
+        return functional_call(v.module, _with(self.layout.unflatten(flat), state), (x,))
 
     def stage_modules(self) -> list:
         """The training copy of the model as a chain of stages (``benchmark.models.stages``): (module,
@@ -256,7 +263,7 @@ class FunctionalModel:
         outs, h, stats = [], x, {}
         for mod, names, extra in mods[start:]:
             state, slots = self._call_state(v, h, w, rng, buffers, extra)
-            h = functional_call(mod, {**{n: params[n] for n in names}, **state}, (h,))
+            h = functional_call(mod, _with({n: params[n] for n in names}, state), (h,))
             outs.append(h)
             stats.update(slots)
         return outs, stats
