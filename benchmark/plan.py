@@ -209,7 +209,7 @@ class _Cell:
 def _cells(exps: Sequence[Experiment], device: str | None, executor: str | None, observe_steps: bool) -> list:
     if executor is not None and executor not in (AUTO, *ex.EXECUTORS):
         raise ValueError(f"executor must be auto, sequential or vectorized, got {executor!r}")
-    devices: dict = {}
+    devices: dict = {device: resolve_device(device)} if device else {}  # checked even when nothing is left to run
     out = []
     for e in exps:
         e = dataclasses.replace(e, **({"device": device} if device else {}), **({"executor": executor} if executor else {}))

@@ -22,6 +22,8 @@ def test_device_resolved_once_with_its_reason():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="sees no CUDA device; use --device cpu"):
             plan.plan([_digits()], device="cuda")
+    with pytest.raises(ValueError, match="got 'tpu'"):  # checked even when no cell is left to run
+        plan.plan([], device="tpu")
     [job] = plan.plan([_digits(device="auto")], device="cpu")  # an override replaces the experiment's own
     assert job.device == "cpu" and job.experiments[0].device == "cpu" and job.reasons["device"] == "asked for"
 
