@@ -429,6 +429,14 @@ class Algorithm:
     def local_update(self, ctx: LocalContext, downlink: Message, client_state: dict) -> tuple[Message, dict]:
         raise NotImplementedError
 
+    @classmethod
+    def check_optimizer(cls, hp: Any, optimizer: Any) -> None:
+        """Raise ``optim.UnsupportedOptimizer`` (``optim.refuse``) for a local optimizer (``optim.SGD``,
+        ``optim.Adam``, ...) this algorithm with hyperparameters ``hp`` has no stated rule for. Called before any
+        training (``Experiment.validate``, ``benchmark.engine.start``). The default accepts every optimizer:
+        the local rule hands it a gradient and nothing is divided by the local steps or learning rate. An
+        algorithm whose estimates assume plain SGD (SCAFFOLD's option II, FedNova's tau_i, ...) overrides it."""
+
     # -- helpers shared by many algorithms --
     @staticmethod
     def client_weights(weights: torch.Tensor, weighting: str) -> torch.Tensor:

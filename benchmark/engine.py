@@ -243,6 +243,7 @@ def loss_growth(train_loss: float, initial: float | None, factor: float | None) 
 def start(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
           cfg: LoopConfig, executor: str, optimizer, init: torch.Tensor | None = None) -> RunState:
     """The state before round 0: initial parameters (``init`` or the module's), server state, buffers."""
+    alg.check_optimizer(alg.hp, optimizer)  # before any training: a local optimizer the algorithm has no rule for
     dev = data.x_train.device
     n_clients = len(parts)
     k = n_clients if cfg.clients_per_round is None else cfg.clients_per_round
