@@ -33,6 +33,12 @@ Choices the paper leaves open (``bherd.md`` Sec. 1.4, 6.1):
   all tau_i are equal), also registered as ``bherd_fednova``. BHerd-SCAFFOLD (Fig. 2b) is
   ``bherd_scaffold.py``: it reuses ``HerdedSteps`` below on SCAFFOLD's corrected steps.
 
+Local optimizer (``check_optimizer``): with base ``"fedavg"`` any (the stored steps are the steps the
+optimizer applied, and only their fraction is counted). With base ``"fednova"`` FedNova's tau_i is the
+effective number of steps of the local solver: tau_i for plain SGD, FedNova's ||a_i||_1 under heavy-ball
+momentum (``optim.effective_steps``; the client then sends it as one fp32 scalar, as FedNova does), and Adam
+(or another optimizer), for which FedNova has no ||a_i||_1, is refused before any training.
+
 ``HerdedSteps`` (local SGD with stored steps, selection, rescaling) and ``Selection`` (the
 hyperparameters alpha, selection, rescale, with their constraints) are shared with ``bherd_scaffold.py``.
 
@@ -46,7 +52,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import herding
+from . import herding, optim
 from .base import Algorithm, Message, diagnose, register
 from .hyper import Range, choice, param
 
@@ -140,14 +146,24 @@ class BHerd(HerdedSteps, Algorithm):
     class Hyper(Selection):
         base: str = param("fedavg", BASE)  # fedavg (BHerd-FedAvg) | fednova (BHerd-FedNova)
 
+    @classmethod
+    def check_optimizer(cls, hp, optimizer):
+        if hp.base == "fednova" and optim.heavy_ball(optimizer) is None:
+            raise optim.refuse(cls.name, optimizer, "base='fednova' normalises by FedNova's ||a_i||_1, derived for "
+                               "SGD only", "Use optimizer 'sgd' (with or without momentum), or base='fedavg'")
+
     def local_update(self, ctx, downlink, client_state):
         u = self.herded_update(ctx, self.receive(downlink, client_state))
+        beta = optim.heavy_ball(ctx.optimizer)
+        if self.hp.base == "fednova" and beta:  # FedNova's ||a_i||_1 of heavy-ball SGD, sent as FedNova does
+            a = optim.effective_steps(beta, ctx.steps).reshape(1)
+            return Message({"delta": (-u).to(torch.float32), "a": a}), client_state
         return Message.dense(-u, "delta"), client_state
 
     def aggregate(self, server_state, uplinks, weights, info):
         d = uplinks["delta"]
         if self.hp.base == "fednova":
-            tau = info.steps.to(d.dtype)
+            tau = (uplinks["a"][:, 0] if "a" in uplinks.parts else info.steps).to(d.dtype)
             tau_eff = (weights.to(d.dtype) * tau).sum()
             delta = tau_eff * self.weighted_mean(d / tau[:, None], weights)
         else:
