@@ -103,6 +103,7 @@ def test_refused_before_training_with_the_optimizer_named(problem, name, optimiz
     ("fednova", {"mu": 0.01}, "sgd")])
 def test_options_with_a_rule_are_accepted(problem, name, args, opt):
     _experiment(problem, name, 1, args, **OPTIMIZERS[opt]).validate()
+    _bounded(problem, name, 30, args, **OPTIMIZERS[opt])
 
 
 def test_fednova_refuses_momentum_with_a_proximal_term(problem):
@@ -113,8 +114,8 @@ def test_fednova_refuses_momentum_with_a_proximal_term(problem):
 # ------------------------------------------------------------------------------------------ the registry
 
 
-def _bounded(problem, name, rounds, **opt):
-    d0, d, status = distance(problem, name, rounds, **opt)
+def _bounded(problem, name, rounds, args=None, **opt):
+    d0, d, status = distance(problem, name, rounds, args, **opt)
     assert status == "ok" and d <= 1.5 * d0, f"{name} ({opt}): {d0:.3g} -> {d:.3g} from the optimum, {status}"
 
 
