@@ -6,7 +6,7 @@ from pathlib import Path
 
 _path = [str(Path(__file__).parent)]
 
-_SKIP = {"base", "compress", "compression", "hyper", "optim", "registry", "_load_all"}
+_SKIP = {"core", "compress", "compression", "_load_all"}
 for _mod in pkgutil.iter_modules(_path):
     if _mod.name not in _SKIP and not _mod.name.startswith("_"):
         importlib.import_module(f"{__package__}.{_mod.name}")

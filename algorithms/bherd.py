@@ -46,9 +46,9 @@ from dataclasses import dataclass
 
 import torch
 
-from . import herding
-from .base import Algorithm, Message, diagnose, register
-from .hyper import Range, choice, param
+from .core import herding
+from .core import Algorithm, Message, diagnose, register
+from .core.hyper import Range, choice, param
 
 SELECTIONS = ("herding", "random", "closest")
 BASES = ("fedavg", "fednova")

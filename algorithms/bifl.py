@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import torch
 
 from . import compression
-from .base import Algorithm, Message, register
+from .core import Algorithm, Message, register
 from .compress import SCOPES, fp32_layers, lift, split_layout
-from .hyper import BOOL, POSITIVE, choice, param
+from .core.hyper import BOOL, POSITIVE, choice, param
 
 
 def sign_pm(w: torch.Tensor) -> torch.Tensor:

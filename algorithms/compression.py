@@ -58,7 +58,7 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
-from .base import Message, Rng, as_rng
+from .core import Message, Rng, as_rng
 
 __all__ = [
     "Operator", "Properties", "ErrorFeedback", "get", "names",

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import compression
-from .base import register
-from .compressed_update import SCOPE, CompressedUpdate
-from .hyper import BOOL, param
+from .core import register
+from .core.compressed_update import SCOPE, CompressedUpdate
+from .core.hyper import BOOL, param
 
 
 @register

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Algorithm, Message, register
-from .hyper import POSITIVE, param
+from .core import Algorithm, Message, register
+from .core.hyper import POSITIVE, param
 
 
 @register

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import optim
-from .base import Algorithm, Message, register
-from .hyper import MOMENTUM, POSITIVE, WEIGHTING, param
+from .core import optim
+from .core import Algorithm, Message, register
+from .core.hyper import MOMENTUM, POSITIVE, WEIGHTING, param
 
 
 @register

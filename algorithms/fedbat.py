@@ -74,11 +74,11 @@ from typing import ClassVar
 import torch
 
 from . import compression
-from .base import Algorithm, Message, diagnose, register
+from .core import Algorithm, Message, diagnose, register
 from .compress import SCOPES, Replay, fp32_layers, lift, scope_layout, split_layout
 from .compress.layer_binarize import layer_binarize
 from .compression import binary_code
-from .hyper import BOOL, NONNEGATIVE, Range, choice, param
+from .core.hyper import BOOL, NONNEGATIVE, Range, choice, param
 
 ALPHA_MODES = ("learned", "inf")
 UPLINKS = ("binary", "fp32")

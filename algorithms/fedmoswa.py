@@ -39,9 +39,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
+from .core import Algorithm, Message, register
 from .fedswa import swa_local_loop
-from .hyper import POSITIVE, Range, choice, param
+from .core.hyper import POSITIVE, Range, choice, param
 
 
 @register

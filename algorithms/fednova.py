@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import torch
 
-from . import optim
-from .base import Algorithm, Message, register
-from .hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
+from .core import optim
+from .core import Algorithm, Message, register
+from .core.hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
 
 
 @register

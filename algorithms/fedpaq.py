@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import compression
-from .base import register
-from .compressed_update import SCOPE, CompressedUpdate
-from .hyper import BOOL, Either, Range, choice, param
+from .core import register
+from .core.compressed_update import SCOPE, CompressedUpdate
+from .core.hyper import BOOL, Either, Range, choice, param
 
 BITS = Either(Range("[2, 16]", integer=True), choice(32))  # quantized, or 32: fp32, no quantization
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
-from .hyper import POSITIVE, Range, param
+from .core import Algorithm, Message, register
+from .core.hyper import POSITIVE, Range, param
 
 
 def linear_decay_lr(ctx, s: int, rho: float) -> torch.Tensor:

@@ -52,9 +52,9 @@ from dataclasses import dataclass
 
 import torch
 
-from . import qp
-from .base import Algorithm, Message, diagnose, register
-from .hyper import BOOL, MOMENTUM, NONE, NONNEGATIVE, POSITIVE, WEIGHTING, Either, Range, choice, param
+from .core import qp
+from .core import Algorithm, Message, diagnose, register
+from .core.hyper import BOOL, MOMENTUM, NONE, NONNEGATIVE, POSITIVE, WEIGHTING, Either, Range, choice, param
 
 PREV_MODELS = ("local", "global")
 ON_FAILURE = ("raise", "count")

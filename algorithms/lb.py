@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import torch
 from torch.func import vmap
 
-from .base import register
+from .core import register
 from .compress import error_feedback, update
 from .compress.downlink import LEVEL, quantizer
-from .hyper import param
+from .core.hyper import param
 from .lossless import Lossless
 
 __all__ = ["LB", "LEVEL", "quantizer"]

@@ -58,10 +58,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Message, register
+from .core import Message, register
 from .compress import update
 from .compress.downlink import LEVEL, downlink_key, quantizer, round_seed, server_rng
-from .hyper import param
+from .core.hyper import param
 from .lb import LB
 from .lossless import decode_exact, encode_exact, is_exact
 

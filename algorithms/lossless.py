@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
+from .core import Algorithm, Message, register
 from .compress import update
 from .compression import pack_bits, unpack_bits
 

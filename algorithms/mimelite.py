@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
-from .hyper import MOMENTUM, POSITIVE, WEIGHTING, param
+from .core import Algorithm, Message, register
+from .core.hyper import MOMENTUM, POSITIVE, WEIGHTING, param
 
 
 @register

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
+from .core import Algorithm, Message, register
 from .fedsam import sam_grad, sam_perturbation
-from .hyper import NONNEGATIVE, POSITIVE, Range, param
+from .core.hyper import NONNEGATIVE, POSITIVE, Range, param
 
 
 @register

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import compression
-from .base import register
-from .compressed_update import SCOPE, CompressedUpdate
-from .hyper import BOOL, POSITIVE, choice, param
+from .core import register
+from .core.compressed_update import SCOPE, CompressedUpdate
+from .core.hyper import BOOL, POSITIVE, choice, param
 
 NORMS = ("inf", "l2")
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 import algorithms
-from algorithms import optim
+from algorithms.core import optim
 
 from . import cost, engine, store
 from . import executors as ex
@@ -100,7 +100,7 @@ class Experiment:
             from .partition import parse_spec
 
             parse_spec(self.partition)  # raises for an unknown kind or an invalid parameter
-        algorithms.base.make_hyper(algorithms.get_class(self.algorithm), self.algorithm_args)
+        algorithms.core.make_hyper(algorithms.get_class(self.algorithm), self.algorithm_args)
 
     def config(self) -> dict:
         """JSON-serialisable configuration (datasets and models by name)."""

@@ -7,7 +7,7 @@ import contextlib
 import torch
 
 import algorithms
-from algorithms import base
+from algorithms.core import base
 from algorithms import compression as C
 
 

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from algorithms import compression as C
-from algorithms.base import Message
+from algorithms.core import Message
 from theory import stats
 from theory import montecarlo as MC
 from theory.claims import compression as TC

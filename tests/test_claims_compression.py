@@ -9,7 +9,7 @@ import json
 import torch
 
 from algorithms import compression as C
-from algorithms.base import Message
+from algorithms.core import Message
 from theory.claims import HOLDS, VIOLATED, all_claims
 from theory.claims import compression as TC
 
@@ -95,7 +95,7 @@ def test_fedbat_uplink_and_the_checked_operator_are_one_binarizer():
     # FedBAT's upload of a one-layer update is bit for bit the binarize operator's message with the same alpha
     # and noise: the operator claims (fedbat.operator.*) test the code the algorithm sends with
     import algorithms
-    from algorithms.base import ParamLayout
+    from algorithms.core import ParamLayout
 
     d = 37
     alg = algorithms.make("fedbat", ParamLayout.single(d), 1, {})

@@ -11,8 +11,9 @@ import torch
 from torch.func import vmap
 
 import algorithms
-from algorithms import compress, compression, optim
-from algorithms.base import CounterRng, ParamLayout, ParamSlice, RoundInfo, stack_trees
+from algorithms import compress, compression
+from algorithms.core import optim
+from algorithms.core import CounterRng, ParamLayout, ParamSlice, RoundInfo, stack_trees
 from algorithms.compress import (Replay, chain, error_feedback, fp32_layers, lift, per_layer, scope_layout,
                                  uplink)
 
@@ -258,7 +259,7 @@ def test_uplink_sign_convention_is_w_minus_w0(name, args):
 
 def test_a_flipped_sign_convention_is_caught(monkeypatch):
     """Planted defect: the uplink update taken as w0 - w (the other convention) in the shared helper."""
-    import algorithms.compressed_update as cu
+    import algorithms.core.compressed_update as cu
 
     monkeypatch.setattr(cu, "update", lambda w, w0: w0 - w)
     w0, target = xs(1)[0], xs(1, seed=3)[0]

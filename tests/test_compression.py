@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from algorithms import compression as C
-from algorithms.base import CounterRng, Message
+from algorithms.core import CounterRng, Message
 
 # --------------------------------------------------------------------------------------------------
 # helpers

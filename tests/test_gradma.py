@@ -11,8 +11,8 @@ from scipy.optimize import nnls
 from torch.func import vmap
 
 import algorithms
-from algorithms import qp
-from algorithms.base import Message, ParamLayout, RoundInfo, make_hyper
+from algorithms.core import qp
+from algorithms.core import Message, ParamLayout, RoundInfo, make_hyper
 from algorithms.gradma import QPFailure
 from benchmark import FederatedDataset
 from tests.helpers import assert_same_history, run_tiny, tiny_bn_model

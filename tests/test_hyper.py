@@ -6,9 +6,9 @@ import math
 import pytest
 
 import algorithms
-from algorithms import hyper
-from algorithms.base import make_hyper
-from algorithms.hyper import HyperparameterError, Range, choice, param
+from algorithms.core import hyper
+from algorithms.core import make_hyper
+from algorithms.core.hyper import HyperparameterError, Range, choice, param
 
 
 def _message(name, field, constraint, value):

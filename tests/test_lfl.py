@@ -6,8 +6,9 @@ import pytest
 import torch
 
 import algorithms
-from algorithms import compression, optim
-from algorithms.base import CounterRng, ParamLayout, RoundInfo, make_hyper, stack_trees
+from algorithms import compression
+from algorithms.core import optim
+from algorithms.core import CounterRng, ParamLayout, RoundInfo, make_hyper, stack_trees
 from algorithms.lfl import LFL
 from algorithms.lossless import decode_exact, encode_exact
 from algorithms.ltgm import fwht, padded_length

@@ -14,8 +14,8 @@ from scipy.optimize import nnls
 from torch.func import vmap
 
 import algorithms
-from algorithms import qp
-from algorithms.base import Message, ParamLayout, RoundInfo
+from algorithms.core import qp
+from algorithms.core import Message, ParamLayout, RoundInfo
 from algorithms.gradma import QPFailure
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import algorithms
-from algorithms import base, optim
-from algorithms.base import Algorithm, Message, RoundInfo
+from algorithms.core import base, optim
+from algorithms.core import Algorithm, Message, RoundInfo
 from tests.helpers import run_tiny, tiny_bn_model
 
 # variant -> its base algorithm (FedAvgM's base rule is FedAvg's local SGD, averaged with ``weighting``)

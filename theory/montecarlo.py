@@ -50,7 +50,7 @@ from scipy import optimize, special
 from scipy import stats as sps
 
 from algorithms import compression as C
-from algorithms.base import CounterRng
+from algorithms.core import CounterRng
 from theory import stats
 from theory.evidence import compact
 

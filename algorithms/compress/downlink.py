@@ -16,9 +16,9 @@ import hashlib
 
 import torch
 
-from ..base import CounterRng, splitmix64
+from ..core.base import CounterRng, splitmix64
 from ..compression import get
-from ..hyper import NONE, Either, Range
+from ..core.hyper import NONE, Either, Range
 from .transforms import Transform, lift
 
 #: a quantization level (the number of intervals, Appendix A): an integer >= 1, or None (no quantization)

@@ -40,8 +40,8 @@ class _RoundWorkload:
 
     def __init__(self, module, input_shape, clients: int, batch_size: int, local_steps: int, seed: int = 0):
         import algorithms
-        from algorithms import optim
-        from algorithms.base import RoundInfo
+        from algorithms.core import optim
+        from algorithms.core import RoundInfo
         from benchmark import executors as ex
 
         g = torch.Generator().manual_seed(seed)
@@ -128,7 +128,7 @@ class Compressors:
 
     def setup(self, name):
         from algorithms import compression
-        from algorithms.base import CounterRng
+        from algorithms.core import CounterRng
 
         _pin_threads()
         self.op = compression.get(name)

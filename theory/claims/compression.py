@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from algorithms import compression as C
-from algorithms.base import CounterRng, Message
+from algorithms.core import CounterRng, Message
 from theory import stats
 from theory.claims import DERIVED, HOLDS, INCONCLUSIVE, VIOLATED, CheckContext, Outcome, claim
 from theory.evidence import compact

@@ -38,7 +38,7 @@ from __future__ import annotations
 import torch
 
 from .base import Algorithm, CounterRng, Rng
-from .compress import SCOPES, split_layout, update, uplink
+from ..compress import SCOPES, split_layout, update, uplink
 from .hyper import choice
 
 __all__ = ["SCOPES", "SCOPE", "CompressedUpdate", "fork_rng", "split_layout"]

@@ -13,7 +13,7 @@ from .base import _REGISTRY, Algorithm, ParamLayout, make_hyper
 
 
 def names() -> list[str]:
-    from . import _load_all  # noqa: F401  (imports every algorithm module)
+    from .. import _load_all  # noqa: F401  (imports every algorithm module)
 
     return sorted(_REGISTRY)
 
