@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from . import compression
-from .core import Algorithm, Message, register
+from .core import Algorithm, Message, configure, register
 from .compress import SCOPES, fp32_layers, lift, split_layout
 from .core.hyper import BOOL, POSITIVE, choice, param
 
@@ -103,10 +103,4 @@ class BiFL(Algorithm):
         return {**server_state, "params": self.weighted_mean(ws, weights)}
 
 
-@register
-class BiFLFull(BiFL):
-    name = "bifl_full"
-
-    @dataclass(frozen=True)
-    class Hyper(BiFL.Hyper):
-        full: bool = True
+BiFLFull = register(configure(BiFL, "bifl_full", "BiFL-Full: the fp32 latent weights are uploaded.", full=True))

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .core import optim
-from .core import Algorithm, Message, register
+from .core import Algorithm, Message, optim, register
 from .core.hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
 
 

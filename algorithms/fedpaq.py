@@ -11,14 +11,14 @@ compressed layer (``per_layer=True``, as QSGD's bucketing by tensor) to conv/lin
 
 ``bits=32`` sends the update in fp32 (the identity operator, no quantization): FedPAQ(identity) ==
 FedAvg (DESIGN.md's equivalence, tested). Registered twice: ``fedpaq`` (3 bits by default) and
-``fedpaq_4bit`` (4 bits by default), so that a suite's algorithm list can hold both Table 5 columns.
+``fedpaq_4bit`` (a configuration with 4 bits by default), so that a suite's algorithm list can hold both Table 5 columns.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from . import compression
-from .core import register
+from .core import configure, register
 from .core.compressed_update import SCOPE, CompressedUpdate
 from .core.hyper import BOOL, Either, Range, choice, param
 
@@ -41,10 +41,4 @@ class FedPAQ(CompressedUpdate):
         return compression.get("fedpaq", bits=int(self.hp.bits))
 
 
-@register
-class FedPAQ4(FedPAQ):
-    name = "fedpaq_4bit"
-
-    @dataclass(frozen=True)
-    class Hyper(FedPAQ.Hyper):
-        bits: int = 4
+FedPAQ4 = register(configure(FedPAQ, "fedpaq_4bit", "FedPAQ at 4 bits per parameter (FedBAT Table 5).", bits=4))

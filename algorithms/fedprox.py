@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .core import optim
-from .core import Algorithm, Message, register, with_server_momentum
+from .core import Algorithm, Message, optim, register, with_server_momentum
 from .core.hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
 
 

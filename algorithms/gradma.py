@@ -52,8 +52,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .core import qp
-from .core import Algorithm, Message, diagnose, register
+from .core import Algorithm, Message, diagnose, qp, register
 from .core.hyper import BOOL, MOMENTUM, NONE, NONNEGATIVE, POSITIVE, WEIGHTING, Either, Range, choice, param
 
 PREV_MODELS = ("local", "global")

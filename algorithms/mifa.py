@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .core import optim
-from .core import Algorithm, Message, register, with_server_momentum
+from .core import Algorithm, Message, optim, register, with_server_momentum
 from .core.hyper import POSITIVE, param
 
 

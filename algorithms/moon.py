@@ -39,8 +39,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .core import optim
-from .core import Algorithm, Message, register, with_server_momentum
+from .core import Algorithm, Message, optim, register, with_server_momentum
 from .core.hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
 
 

@@ -7,20 +7,20 @@ import contextlib
 import torch
 
 import algorithms
-from algorithms.core import base
+from algorithms.core import registry
 from algorithms import compression as C
 
 
 @contextlib.contextmanager
 def registered(cls):
     """Register a test-only algorithm class for the block (the registry is per process)."""
-    if cls.name in base._REGISTRY:
+    if cls.name in registry._REGISTRY:
         raise ValueError(f"{cls.name} is already registered")
-    base._REGISTRY[cls.name] = cls
+    registry._REGISTRY[cls.name] = cls
     try:
         yield cls.name
     finally:
-        base._REGISTRY.pop(cls.name, None)
+        registry._REGISTRY.pop(cls.name, None)
 
 
 def frozen(name: str) -> type:

@@ -10,7 +10,7 @@ from algorithms import compression
 from algorithms.core import optim
 from algorithms.core import CounterRng, ParamLayout, RoundInfo, make_hyper, stack_trees
 from algorithms.lfl import LFL
-from algorithms.lossless import decode_exact, encode_exact
+from algorithms.compress.downlink import decode_exact, encode_exact
 from algorithms.ltgm import fwht, padded_length
 from tests.helpers import assert_same_history, run_tiny
 

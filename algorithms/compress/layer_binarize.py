@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ..core.base import Message, ParamLayout
+from ..core import Message, ParamLayout
 from ..compression import binary_code, pack_bits, unpack_bits
 from .transforms import Transform
 

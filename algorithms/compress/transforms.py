@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..core.base import Message, ParamLayout, ParamSlice, Rng
+from ..core import Message, ParamLayout, ParamSlice, Rng
 from ..compression import Operator, error_feedback_step
 
 __all__ = ["SCOPES", "Transform", "lift", "error_feedback", "per_layer", "fp32_layers", "chain", "uplink",

@@ -1,8 +1,20 @@
-"""The infrastructure every algorithm stands on (DESIGN.md, "The Algorithm contract"): the contract and the
-messages (``base``), the registry (``registry``), the declared hyperparameter constraints (``hyper``), the
-local and server optimizers (``optim``), and helpers shared by several algorithms (``qp``, ``herding``,
-``compressed_update``). Nothing here is an algorithm; algorithms live one module each in ``algorithms/``."""
+"""The infrastructure every algorithm stands on (DESIGN.md, "The Algorithm contract"); nothing here is an
+algorithm (algorithms live one module each in ``algorithms/``, compression in ``algorithms/compress/``).
+
+* ``base``: the contract (``Algorithm``, ``LocalContext``, ``RoundInfo``, ``diagnose``);
+* ``message``: ``Message`` (bits counted from the payload) and the pytree helpers;
+* ``layout``: ``ParamLayout``, where each tensor lives in the flat parameter vector;
+* ``rng``: the counter-based generator that makes both executors draw the same numbers;
+* ``registry``: ``register``, ``configure`` / ``with_server_momentum`` (variants as configurations), lookups;
+* ``hyper``: hyperparameters that declare their constraints; ``optim``: local and server optimizers;
+* helpers shared by several algorithms: ``compressed_update`` (FedBAT's post-training compression
+  baselines), ``qp`` (GradMA's projections), ``herding`` (BHerd's selection).
+
+The names below are the ones an algorithm module needs: ``from .core import Algorithm, Message, register``.
+"""
 from . import hyper, optim  # noqa: F401
-from .base import (Algorithm, CounterRng, LocalContext, Message, NoHyperparameters, ParamLayout,  # noqa: F401
-                   ParamSlice, RoundInfo, Rng, TorchRng, as_rng, diagnose, make_hyper, register, splitmix64,
-                   stack_trees, tree_map, unstack_tree, with_server_momentum)
+from .base import Algorithm, LocalContext, NoHyperparameters, RoundInfo, diagnose  # noqa: F401
+from .layout import ParamLayout, ParamSlice  # noqa: F401
+from .message import Message, stack_trees, tree_map, unstack_tree  # noqa: F401
+from .registry import configure, make_hyper, register, with_server_momentum  # noqa: F401
+from .rng import CounterRng, Rng, TorchRng, as_rng, splitmix64  # noqa: F401

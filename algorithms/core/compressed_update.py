@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import torch
 
-from .base import Algorithm, CounterRng, Rng
+from .base import Algorithm
+from .rng import CounterRng, Rng
 from ..compress import SCOPES, split_layout, update, uplink
 from .hyper import choice
 

@@ -303,14 +303,19 @@ def describe(hyper: type) -> list[tuple[str, Any, str]]:
     return [(f.name, getattr(default, f.name), c.describe()) for f, c in fields(hyper)]
 
 
-def with_field(hyper: type, name: str, annotation: Any, field: Any, before: str | None = None,
-               qualname: str | None = None) -> type:
-    """A copy of the frozen dataclass ``hyper`` with one more field, placed before ``before``."""
+def derive(hyper: type, defaults: Mapping[str, Any], fields_: tuple = (), qualname: str | None = None) -> type:
+    """A copy of the frozen dataclass ``hyper`` with other ``defaults`` (each field keeps its constraint) and
+    the extra ``fields_``, each ``(name, annotation, param(default, constraint), before)`` placed before the
+    field ``before`` (None: at the end). ``registry.configure`` builds a configuration's ``Hyper`` with it."""
     hints = typing.get_type_hints(hyper)
-    spec = [(f.name, hints[f.name], param(f.default, c)) for f, c in fields(hyper)]
-    at = next((i for i, (n, _, _) in enumerate(spec) if n == before), len(spec))
-    spec.insert(at, (name, annotation, field))
-    cls = dataclasses.make_dataclass("Hyper", spec, frozen=True,
-                                     namespace={"__module__": hyper.__module__})
+    declared = fields(hyper)
+    unknown = sorted(set(defaults) - {f.name for f, _ in declared})
+    if unknown:
+        raise ValueError(f"derive: {hyper.__qualname__} has no hyperparameters {unknown}")
+    spec = [(f.name, hints[f.name], param(defaults.get(f.name, f.default), c)) for f, c in declared]
+    for name, annotation, field, before in fields_:
+        at = next((i for i, (n, _, _) in enumerate(spec) if n == before), len(spec))
+        spec.insert(at, (name, annotation, field))
+    cls = dataclasses.make_dataclass("Hyper", spec, frozen=True, namespace={"__module__": hyper.__module__})
     cls.__qualname__ = qualname or hyper.__qualname__
     return cls
