@@ -3,10 +3,10 @@ quantizes model updates after local training", at 3 and 4 bits per parameter).
 
 Each client trains locally like FedAvg (periodic averaging), quantizes its update with FedPAQ's
 low-precision quantizer and sends it; the server adds the weighted mean of the dequantized updates
-(FedBAT Eq. 2 with Q(m)). Quantizer: ``compression.get("fedpaq", bits=b)``, QSGD's Q_s with
+(FedBAT Eq. 2 with Q(m)). Quantizer: ``compress.get("fedpaq", bits=b)``, QSGD's Q_s with
 s = 2^(b-1) - 1 levels (one sign bit + b-1 level bits per entry, plus the fp32 norm), applied per
 compressed layer (``per_layer=True``, as QSGD's bucketing by tensor) to conv/linear weights
-(``scope="weights"``); see ``compression.FedPAQ`` for why this is the b-bit quantizer. Bits per layer:
+(``scope="weights"``); see ``compress.FedPAQ`` for why this is the b-bit quantizer. Bits per layer:
 32 + 8 ceil(d_l/8) + 8 ceil(d_l (b-1)/8).
 
 ``bits=32`` sends the update in fp32 (the identity operator, no quantization): FedPAQ(identity) ==
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import compression
+from .compress import get
 from .core import configure, register
 from .core.compressed_update import SCOPE, CompressedUpdate
 from .core.hyper import BOOL, Either, Range, choice, param
@@ -37,8 +37,8 @@ class FedPAQ(CompressedUpdate):
 
     def make_operator(self):
         if self.hp.bits == 32:
-            return compression.get("identity")
-        return compression.get("fedpaq", bits=int(self.hp.bits))
+            return get("identity")
+        return get("fedpaq", bits=int(self.hp.bits))
 
 
 FedPAQ4 = register(configure(FedPAQ, "fedpaq_4bit", "FedPAQ at 4 bits per parameter (FedBAT Table 5).", bits=4))

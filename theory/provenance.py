@@ -6,7 +6,7 @@ The committed report (``results/theory/<version>/report.json``) records a SHA-25
 * every ``theory/**/*.py`` file (the claims, statistics, problems and run helpers);
 * the ``algorithms/`` modules the claims use: the modules that define the algorithms the claims train
   (``CLAIM_ALGORITHMS``, by registry name), the ``algorithms`` modules that ``theory/`` imports directly
-  (``from algorithms import compression``, ...), and, transitively, every ``algorithms`` module those
+  (``from algorithms import compress``, ...), and, transitively, every ``algorithms`` module those
   import (their relative imports, e.g. ``gradma.py`` -> ``core/qp.py``, ``core/base.py``).
 
 Not hashed: ``benchmark/`` (the round loop and executors are held to their numbers by the

@@ -7,7 +7,7 @@ the global model is represented by 33 bits", R_LB = 33 d, Sec. 4): one packed si
 bit of the float, so -0.0 and NaN signs survive) plus the fp32 magnitude, ``8 ceil(d/8) + 32 d`` bits, 33 d
 when 8 divides d; decoding is bit-exact. Sent by ``lossless``, ``lb`` and, after a missed broadcast, ``lfl``.
 
-``quantizer(q)``: LFL's range quantizer Q(., q) (``compression.LFL``, Eqs. 17-20) as a transform, or
+``quantizer(q)``: LFL's range quantizer Q(., q) (``quantizers.LFL``, Eqs. 17-20), or
 the identity (fp32) for q = None. The same quantizer is the uplink of LB, LFL, LGM and LTGM (inside
 ``error_feedback``).
 
@@ -23,9 +23,10 @@ import hashlib
 import torch
 
 from ..core import CounterRng, Message, splitmix64
-from ..compression import get, pack_bits, unpack_bits
 from ..core.hyper import NONE, Either, Range
-from .transforms import Transform, lift
+from .packing import pack_bits, unpack_bits
+from .registry import get
+from .transform import Transform
 
 #: a quantization level (the number of intervals, Appendix A): an integer >= 1, or None (no quantization)
 LEVEL = Either(Range("[1, inf)", integer=True), NONE)
@@ -33,7 +34,7 @@ LEVEL = Either(Range("[1, inf)", integer=True), NONE)
 
 def quantizer(q: int | None) -> Transform:
     """LFL's Q(., q) with packed levels, or the identity (fp32) for q = None."""
-    return lift(get("identity") if q is None else get("lfl", q=q))
+    return get("identity") if q is None else get("lfl", q=q)
 
 
 def downlink_key(params: torch.Tensor, salt: str) -> torch.Tensor:
