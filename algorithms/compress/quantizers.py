@@ -12,11 +12,13 @@ import math
 import torch
 
 from ..core import Message, as_rng
+from .registry import register_operator
 from .packing import _ceil_log2, pack_bits, pack_uint, unpack_bits, unpack_uint
 from .transform import (Properties, Transform, _amax, _amin, _check_int, _f64, _safe,
                         _signed, _stochastic_round, _vec)
 
 
+@register_operator
 class Identity(Transform):
     """No compression: the fp32 vector itself, 32 d bits. Unbiased, zero error."""
 
@@ -35,6 +37,7 @@ class Identity(Transform):
         return message["x"].to(torch.float32)
 
 
+@register_operator
 class LFL(Transform):
     """LFL's range quantizer Q(x, q) (Amiri et al., Appendix A, Eqs. 17-20).
 
@@ -102,6 +105,7 @@ class LFL(Transform):
         return _signed(unpack_bits(message["signs"], d), mag)
 
 
+@register_operator
 class QSGD(Transform):
     """QSGD's stochastic quantizer Q_s (Alistarh et al. 2017, Section 3.1).
 
@@ -150,6 +154,7 @@ class QSGD(Transform):
         return _signed(unpack_bits(message["signs"], d), mag)
 
 
+@register_operator
 class FedPAQ(QSGD):
     """FedPAQ's low-precision quantizer at ``bits`` bits per entry (Reisizadeh et al. 2020).
 

@@ -1,5 +1,6 @@
 """The named compression operators: ``get(name, **params)`` builds one, ``names()`` lists them. Every entry is a
-``Transform`` (``compress.transform``); the bits each one sends for d entries, with ``B(n) = 8 ceil(n/8)`` (an
+``Transform`` (``compress.transform``) registered with ``@register_operator`` in any module of
+``algorithms/compress/``; the bits each one sends for d entries, with ``B(n) = 8 ceil(n/8)`` (an
 n-bit string padded to whole bytes) and ``L(m) = ceil(log2 m)`` (0 for m = 1)::
 
     name             params (defaults)                 bits for d entries
@@ -20,15 +21,34 @@ The theory check ``compression.bits.honest`` recomputes this table independently
 """
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
+from pathlib import Path
 from typing import Any, Callable
 
-from .quantizers import LFL, QSGD, FedPAQ, Identity
-from .signs import Binarize, NoisySign, ScaledSign, Sign, StochasticSign
-from .sparsifiers import RandK, TopK
 from .transform import Transform
 from .wrappers import error_feedback
 
+_OPERATORS: dict[str, Callable[..., Transform]] = {}
+
+
+def register_operator(entry: Callable[..., Transform], name: str | None = None):
+    """Register a transform class (``@register_operator``, under its ``name``) or a factory under ``name``, so
+    that ``get(name, **params)`` builds it. Any module of ``algorithms/compress/`` may register one: ``get`` and
+    ``names`` import them all first."""
+    name = name or getattr(entry, "name", "")
+    if not name:
+        raise ValueError(f"{entry!r} has no name")
+    if _OPERATORS.get(name, entry) is not entry:
+        raise ValueError(f"compression operator {name!r} registered twice")
+    _OPERATORS[name] = entry
+    return entry
+
+
+def _load_all() -> None:
+    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        importlib.import_module(f"{__package__}.{mod.name}")
 
 
 def ef(inner: str | Transform = "scaled_sign", **inner_params: Any) -> error_feedback:
@@ -42,20 +62,18 @@ def ef(inner: str | Transform = "scaled_sign", **inner_params: Any) -> error_fee
     return error_feedback(inner)
 
 
-_OPERATORS: dict[str, Callable[..., Transform]] = {
-    **{cls.name: cls for cls in (Identity, LFL, QSGD, FedPAQ, Sign, ScaledSign, NoisySign, StochasticSign,
-                                 Binarize, TopK, RandK)},
-    "ef": ef,
-}
+register_operator(ef, "ef")
 
 
 def names() -> list[str]:
     """The registered operator names."""
+    _load_all()
     return sorted(_OPERATORS)
 
 
 def get(name: str, **params: Any) -> Transform:
     """Build operator ``name`` with ``params``; ValueError (naming the valid choices) otherwise."""
+    _load_all()
     try:
         cls = _OPERATORS[name]
     except (KeyError, TypeError):

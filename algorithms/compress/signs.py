@@ -10,11 +10,13 @@ import math
 import torch
 
 from ..core import Message, as_rng
+from .registry import register_operator
 from .packing import pack_bits, unpack_bits
 from .transform import (Properties, Transform, _amax, _check_positive, _f64, _normal, _safe,
                         _signed, _uniform, _vec)
 
 
+@register_operator
 class Sign(Transform):
     """SignSGD's fixed-step sign (FedBAT Eq. 3): ``C(x) = alpha sign(x)``, 1 bit per entry.
 
@@ -53,6 +55,7 @@ class Sign(Transform):
         return _signed(unpack_bits(signs, d), torch.full((d,), self.alpha, device=signs.device))
 
 
+@register_operator
 class ScaledSign(Transform):
     """EF-SignSGD's scaled sign (Karimireddy et al. 2019; FedBAT Section 2): ``C(x) = (||x||_1/d) sign(x)``.
 
@@ -85,6 +88,7 @@ class ScaledSign(Transform):
         return _signed(unpack_bits(message["signs"], d), scale)
 
 
+@register_operator
 class NoisySign(Transform):
     """Noisy-SignSGD (Chen et al. 2020, as in FedBAT Section 2): ``C(x) = alpha sign(x + N(0, sigma^2 I))``.
 
@@ -133,6 +137,7 @@ class NoisySign(Transform):
         return _signed(unpack_bits(signs, d), torch.full((d,), self.alpha, device=signs.device))
 
 
+@register_operator
 class StochasticSign(Transform):
     """Stoc-SignSGD (Safaryan & Richtarik 2021) in FedBAT's variant (FedBAT Section 2).
 
@@ -209,6 +214,7 @@ def binary_code(x: torch.Tensor, alpha: torch.Tensor, zeta: torch.Tensor) -> tor
     return torch.where(inside, 2 * b - 1, outside)
 
 
+@register_operator
 class Binarize(Transform):
     """FedBAT's stochastic binarization S(x, alpha) (Eqs. 6-7), the operator FedBAT's uplink sends with.
 

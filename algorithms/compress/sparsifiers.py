@@ -7,6 +7,7 @@ import math
 import torch
 
 from ..core import Message, as_rng
+from .registry import register_operator
 from .packing import _ceil_log2, pack_uint, unpack_uint
 from .transform import (Properties, Transform, _check_int, _check_positive, _f64, _uniform, _vec)
 
@@ -52,6 +53,7 @@ class _Sparsifier(Transform):
         return torch.zeros(d, dtype=torch.float32, device=values.device).scatter(0, idx, values)
 
 
+@register_operator
 class TopK(_Sparsifier):
     """Top-k sparsification (Stich et al. 2018; Aji & Heafield 2017): keep the k largest |x_i|.
 
@@ -78,6 +80,7 @@ class TopK(_Sparsifier):
         return self._message(torch.gather(x, 0, idx), idx, d), state
 
 
+@register_operator
 class RandK(_Sparsifier):
     """Random-k sparsification: k coordinates uniformly without replacement (the k largest of d
     uniforms from ``rng``), values multiplied by d/k when ``scale=True``.
