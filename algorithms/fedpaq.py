@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .compress import get
 from .core import configure, register
-from .core.compressed_update import SCOPE, CompressedUpdate
+from .compress.compressed_update import SCOPE, CompressedUpdate
 from .core.hyper import BOOL, Either, Range, choice, param
 
 BITS = Either(Range("[2, 16]", integer=True), choice(32))  # quantized, or 32: fp32, no quantization

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from .compress import get
 from .core import register
-from .core.compressed_update import SCOPE, CompressedUpdate
+from .compress.compressed_update import SCOPE, CompressedUpdate
 from .core.hyper import BOOL, Range, param
 
 

@@ -258,7 +258,7 @@ def test_uplink_sign_convention_is_w_minus_w0(name, args):
 
 def test_a_flipped_sign_convention_is_caught(monkeypatch):
     """Planted defect: the uplink update taken as w0 - w (the other convention) in the shared helper."""
-    import algorithms.core.compressed_update as cu
+    import algorithms.compress.compressed_update as cu
 
     monkeypatch.setattr(cu, "update", lambda w, w0: w0 - w)
     w0, target = xs(1)[0], xs(1, seed=3)[0]

@@ -7,7 +7,8 @@ bits in ``registry``): full precision and the quantizers (``quantizers``: identi
 operators and FedBAT's binarization (``signs``), the sparsifiers (``sparsifiers``: topk, randk), and error
 feedback (``ef``). The wrappers (``wrappers``): ``error_feedback``, ``per_layer``, ``fp32_layers``, ``chain`` and
 the FedBAT-style ``uplink`` recipe. Also here: FedBAT's per-layer binarization with learned step sizes
-(``layer_binarize``) and the LFL paper's downlinks (``downlink``). An algorithm and the checks of its operator
+(``layer_binarize``), the LFL paper's downlinks (``downlink``) and ``compressed_update``, the base of the
+post-training compression baselines (FedAvg's local rule, the update sent through the ``uplink`` recipe). An algorithm and the checks of its operator
 use the same transform.
 """
 from .packing import pack_bits, pack_uint, unpack_bits, unpack_uint

@@ -7,8 +7,9 @@ algorithm (algorithms live one module each in ``algorithms/``, compression in ``
 * ``rng``: the counter-based generator that makes both executors draw the same numbers;
 * ``registry``: ``register``, ``configure`` / ``with_server_momentum`` (variants as configurations), lookups;
 * ``hyper``: hyperparameters that declare their constraints; ``optim``: local and server optimizers;
-* helpers shared by several algorithms: ``compressed_update`` (FedBAT's post-training compression
-  baselines), ``qp`` (GradMA's projections), ``herding`` (BHerd's selection).
+* helpers shared by several algorithms: ``qp`` (GradMA's projections), ``herding`` (BHerd's selection).
+
+``core`` imports nothing else of the project; ``compress`` builds on it, the algorithms on both.
 
 The names below are the ones an algorithm module needs: ``from .core import Algorithm, Message, register``.
 """

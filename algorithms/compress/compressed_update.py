@@ -37,10 +37,9 @@ from __future__ import annotations
 
 import torch
 
-from .base import Algorithm
-from .rng import CounterRng, Rng
-from ..compress import SCOPES, split_layout, update, uplink
-from .hyper import choice
+from ..core import Algorithm, CounterRng, Rng
+from ..core.hyper import choice
+from .wrappers import SCOPES, split_layout, update, uplink
 
 __all__ = ["SCOPES", "SCOPE", "CompressedUpdate", "fork_rng", "split_layout"]
 
