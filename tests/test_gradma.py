@@ -1,4 +1,4 @@
-"""GradMA, GradMA-W, GradMA-S and the QP projection of algorithms.qp: exactness against scipy's NNLS,
+"""GradMA, GradMA-W, GradMA-S and the QP projection of algorithms.core.qp: exactness against scipy's NNLS,
 KKT and Moreau identities, hand-computed worker and server updates, mem_red bookkeeping, the paper's
 reductions (GradMA-S with memory off = FedAvgM, and = FedAvg with beta1 = 0), executor equivalence of
 the options, failure reporting, validation."""

@@ -1,4 +1,4 @@
-"""Declared hyperparameter constraints (``algorithms.hyper``): every registered algorithm's fields, one
+"""Declared hyperparameter constraints (``algorithms.core.hyper``): every registered algorithm's fields, one
 error format, command-line conversion."""
 import dataclasses
 import math

@@ -36,7 +36,7 @@ class LocalContext(Protocol):
     ----------
     layout: the ParamLayout of the model.
     rng: a counter-based ``Rng`` private to this client and round.
-    optimizer: the local optimizer (``algorithms.optim``), configured from the experiment.
+    optimizer: the local optimizer (``algorithms.core.optim``), configured from the experiment.
     lr: the local learning rate of this round (after any per-round schedule).
     num_steps: int, the number of steps ``loop`` runs (the maximum over clients in a vectorized
         round; clients with fewer steps are masked).

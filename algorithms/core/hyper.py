@@ -6,7 +6,7 @@ Each field of an algorithm's frozen ``Hyper`` dataclass says which values it tak
     weighting: str = param("samples", WEIGHTING)   # one of 'samples', 'uniform'
     q2: int | None = param(2, Either(Range("[1, inf)", integer=True), NONE))   # an integer >= 1 or None
 
-``build`` (called by ``algorithms.base.make_hyper``) converts command-line strings by the field's
+``build`` (called by ``algorithms.core.registry.make_hyper``) converts command-line strings by the field's
 type, builds the dataclass and checks every field against its constraint. Every rejection, of a
 string that does not convert or of a value outside the constraint, reads
 
@@ -202,7 +202,7 @@ BOOL = Bool()
 def param(default: Any, constraint: Constraint) -> Any:
     """A ``Hyper`` field with its default and its declared constraint."""
     if not isinstance(constraint, Constraint):
-        raise TypeError(f"param: constraint must be an algorithms.hyper.Constraint, got {constraint!r}")
+        raise TypeError(f"param: constraint must be an algorithms.core.hyper.Constraint, got {constraint!r}")
     return dataclasses.field(default=default, metadata={_KEY: constraint})
 
 
@@ -240,7 +240,7 @@ def fields(hyper: type) -> list[tuple[dataclasses.Field, Constraint]]:
         c = constraint_of(f) or _inherited(hyper, f.name)
         if c is None:
             raise TypeError(f"{hyper.__qualname__}.{f.name} declares no constraint: declare it with "
-                            "algorithms.hyper.param(default, constraint)")
+                            "algorithms.core.hyper.param(default, constraint)")
         out.append((f, c))
     return out
 
