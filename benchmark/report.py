@@ -141,7 +141,7 @@ def _preamble(records: list[dict], title: str, description: str, metric: str, re
     commits = sorted({(r.get("code_version") or {}).get("git_commit") or "?" for r in records})
     envs = sorted({(r.get("environment") or {}).get("gpu") or (r.get("environment") or {}).get("device", "?")
                    for r in records})
-    what = (f"seed {seeds[0]} only (one run per cell: no spread over seeds)" if len(seeds) == 1 else
+    what = (f"seed {seeds[0]} only: one run per cell, no spread over seeds" if len(seeds) == 1 else
             f"mean ± std over seeds {seeds} (a cell with one finished run shows its value alone)")
     out = [f"# {title}", ""] + ([description.strip(), ""] if description else [])
     out += [f"Final {metric.replace('_', ' ')} (%) at the last round, {what} ({len(records)} runs); best per column in "

@@ -19,7 +19,7 @@ import numpy as np
 from . import report_style
 from .report_columns import column_keys, column_label, column_of, column_sort_key, method_label
 
-MAX_LINES = 10  # lines in one panel; more methods: a selection, and small multiples of every method
+MAX_LINES = 10  # methods besides FedAvg in one panel; more: a selection, and small multiples of every method
 KINDS = {"rounds": ("accuracy_vs_rounds", "round"), "uplink_bits": ("accuracy_vs_uplink_bits", "cumulative uplink bits")}
 
 
@@ -61,18 +61,19 @@ def paper_methods(methods, paper: str | None) -> list[str]:
 
 
 def select_methods(data: dict, paper: str | None, limit: int = MAX_LINES) -> list[str]:
-    """At most ``limit`` methods: FedAvg, the paper's methods, then the others by their mean final metric over the
-    columns (the mean of each column's seed mean), best first."""
+    """FedAvg and at most ``limit`` others: the paper's methods, then the others by their mean final metric over
+    the columns (the mean of each column's seed mean), best first."""
     methods = report_style.order({m for by_m in data.values() for m in by_m})
-    if len(methods) <= limit:
+    base = [m for m in methods if report_style.is_baseline(m)]
+    if len(methods) - len(base) <= limit:
         return methods
     finals = defaultdict(list)
     for by_m in data.values():
         for m, c in by_m.items():
             finals[m].append(c["y"][-1])
-    chosen = [m for m in methods if m == report_style.BASELINE] + paper_methods(methods, paper)
-    rest = sorted((m for m in methods if m not in chosen), key=lambda m: (-float(np.mean(finals[m])), m))
-    return report_style.order((chosen + rest)[:max(limit, len(chosen))])
+    chosen = [m for m in paper_methods(methods, paper) if m not in base]
+    rest = sorted((m for m in methods if m not in chosen and m not in base), key=lambda m: (-float(np.mean(finals[m])), m))
+    return report_style.order(base + (chosen + rest)[:max(limit, len(chosen))])
 
 
 def _pyplot():
@@ -124,15 +125,14 @@ def headline_figure(kind: str, cols, names, data, absent, methods, styles, metri
     return fig
 
 
-def multiples_figure(kind: str, cols, names, data, absent, styles, metric):
-    """Every method: one row per group of at most MAX_LINES methods (FedAvg in each), one column per column;
-    each row's legend lists the methods drawn in that row."""
+def multiples_figure(kind: str, cols, names, data, absent, styles, metric, shown):
+    """Every method: one row per MAX_LINES methods in style order (``report_style.slots``: the headline's first;
+    FedAvg in each row), one column per column; each row's legend lists the methods drawn in that row."""
     plt = _pyplot()
     methods = report_style.order(styles)
-    base = [m for m in methods if m == report_style.BASELINE]
-    others = [m for m in methods if m not in base]
-    size = MAX_LINES - len(base)
-    rows = [base + others[i:i + size] for i in range(0, len(others), size)]
+    base = [m for m in methods if report_style.is_baseline(m)]
+    others = report_style.slots(methods, shown)
+    rows = [base + others[i:i + MAX_LINES] for i in range(0, len(others), MAX_LINES)]
     fig, axes = plt.subplots(len(rows), len(cols), figsize=(3.6 * len(cols) + 1.6, 2.7 * len(rows)), squeeze=False,
                              layout="constrained")
     for i, group in enumerate(rows):
@@ -141,7 +141,8 @@ def multiples_figure(kind: str, cols, names, data, absent, styles, metric):
                    absent.get(col, {}))
         axes[i, -1].legend(handles=report_style.legend_handles(styles, _drawn(cols, data, group)), fontsize=7,
                            loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    fig.suptitle(f"every method ({len(methods)}), in groups of at most {MAX_LINES}", fontsize=10)
+    fig.suptitle(f"every method ({len(methods)}): FedAvg and up to {MAX_LINES} others per row, the headline figure's "
+                 "first", fontsize=10)
     return fig
 
 
@@ -151,8 +152,8 @@ def curve_figures(records: list[dict], metric: str = "test_accuracy", paper: str
     if not data:
         return {}
     every = {m for by_m in data.values() for m in by_m} | {m for by_m in absent.values() for m in by_m}
-    styles = report_style.method_styles(every)
     shown = select_methods(data, paper)
+    styles = report_style.method_styles(every, first=shown)
     many = len(shown) < len({m for by_m in data.values() for m in by_m})
     figs = {}
     for kind, (stem, _) in KINDS.items():
@@ -160,7 +161,7 @@ def curve_figures(records: list[dict], metric: str = "test_accuracy", paper: str
                 f"{metric.replace('_', ' ')}; every method in {stem}_all.png") if many else ""
         figs[f"{stem}.png"] = headline_figure(kind, cols, names, data, absent, shown, styles, metric, note)
         if many:
-            figs[f"{stem}_all.png"] = multiples_figure(kind, cols, names, data, absent, styles, metric)
+            figs[f"{stem}_all.png"] = multiples_figure(kind, cols, names, data, absent, styles, metric, shown)
     return figs
 
 

@@ -2,12 +2,13 @@
 across panels, one legend).
 
 ``method_styles(names)`` gives each method a colour, a line style and a marker, from a palette sized for
-the methods shown: up to 10 methods get tab10's colours with solid lines, more get the 10 colours crossed
-with 5 line styles (50 at most), and every method a marker as well. FedAvg, the baseline of every suite, is always black and solid. The
-map depends only on the set of names (sorted), so every panel and every figure of a report drawn from
-the same set shows a method the same way, whichever methods a panel happens to lack (a diverged run, a
-method not run in that cell). ``plot_kwargs`` turns a style into ``Axes.plot`` arguments, ``legend_handles``
-into legend entries that list every method drawn.
+the methods shown: up to 10 methods besides FedAvg get tab10's 10 colours with solid lines, more get the
+10 colours crossed with 5 line styles (50 at most), and every method a marker as well; FedAvg, the baseline
+of every suite, is always black and solid. With many methods, the ones a headline figure shows take the
+first 10 slots (a colour each, solid). The map depends only on the set of names and that leading group, so
+every panel and every figure of a report shows a method the same way, whichever methods a panel happens
+to lack (a diverged run, a method not run in that cell). ``plot_kwargs`` turns a style into ``Axes.plot``
+arguments, ``legend_handles`` into legend entries that list every method drawn.
 
 Used by the leaderboard plots (``benchmark.report_plots``); any other report that draws methods (the
 claims report) takes its styles from here so that a method looks the same everywhere.
@@ -32,23 +33,35 @@ def _colors(n: int) -> tuple[list, tuple]:
 
 
 def order(names: Iterable[str]) -> list[str]:
-    """The methods in the order styles are handed out and legends list them: FedAvg first, then by name."""
-    return sorted(set(names), key=lambda m: (m != BASELINE and not m.startswith(BASELINE + "("), m))
+    """The methods in the order legends list them: FedAvg first, then by name."""
+    return sorted(set(names), key=lambda m: (not is_baseline(m), m))
 
 
-def method_styles(names: Iterable[str]) -> dict[str, dict]:
+def is_baseline(m: str) -> bool:
+    return m == BASELINE or m.startswith(BASELINE + "(")
+
+
+def slots(names: Iterable[str], first: Iterable[str] = ()) -> list[str]:
+    """Every method but FedAvg in the order styles are handed out: the ``first`` ones (the methods a headline
+    figure shows), then the others, each group by name. Slot i gets colour i mod 10 and line style i div 10,
+    so any 10 consecutive slots (a row of small multiples) have 10 different colours."""
+    names = set(names)
+    lead = sorted({m for m in first if m in names and not is_baseline(m)})
+    return lead + sorted(m for m in names if m not in lead and not is_baseline(m))
+
+
+def method_styles(names: Iterable[str], first: Iterable[str] = ()) -> dict[str, dict]:
     """{method: {"color", "linestyle", "marker"}}: distinct for every method of ``names``, a function of the set
-    of names only. Raises ValueError when more methods are asked for than the palette can tell apart (50)."""
-    names = order(names)
-    others = [m for m in names if not (m == BASELINE or m.startswith(BASELINE + "("))]
+    of names and of ``first`` only (see ``slots``: with at most 10 methods besides FedAvg, or for the ``first``
+    10, a colour each and solid lines). Raises ValueError when more methods are asked for than the palette can
+    tell apart (50 besides FedAvg)."""
+    names = set(names)
+    others = slots(names, first)
     colors, styles = _colors(len(others))
     if len(others) > len(colors) * len(styles):
         raise ValueError(f"{len(others)} methods are more than {len(colors) * len(styles)} distinct styles: draw "
                          "a selection (benchmark.report_plots.select_methods) or small multiples")
-    out = {}
-    for m in names:
-        if m not in others:
-            out[m] = {"color": BASELINE_COLOR, "linestyle": "-", "marker": "o"}
+    out = {m: {"color": BASELINE_COLOR, "linestyle": "-", "marker": "o"} for m in names if is_baseline(m)}
     for i, m in enumerate(others):
         out[m] = {"color": colors[i % len(colors)], "linestyle": styles[(i // len(colors)) % len(styles)],
                   "marker": MARKERS[i % len(MARKERS)]}

@@ -82,12 +82,15 @@ def test_the_panel_says_which_method_it_lacks_and_why():
     assert any("fedprox (diverged)" in t.get_text() for t in ax.texts)
 
 
-def test_styles_depend_on_the_set_of_methods_only():
+def test_styles_depend_on_the_set_of_methods_and_the_headline_group_only():
     a = report_style.method_styles(["scaffold", "fedavg", "fedprox"])
     assert a == report_style.method_styles(["fedprox", "scaffold", "fedavg", "fedprox"])
     assert a["fedavg"]["color"] == "black"
-    many = report_style.method_styles([f"m{i:02d}" for i in range(46)] + ["fedavg"])
+    names = [f"m{i:02d}" for i in range(46)] + ["fedavg"]
+    many = report_style.method_styles(names, first=["m45", "m07"])
     assert len({(s["color"], str(s["linestyle"]), s["marker"]) for s in many.values()}) == 47
+    assert many == report_style.method_styles(reversed(names), first=["m07", "m45"])
+    assert many["m07"]["linestyle"] == many["m45"]["linestyle"] == "-" and many["m07"]["color"] != many["m45"]["color"]
     with pytest.raises(ValueError, match="selection"):
         report_style.method_styles([f"m{i}" for i in range(60)])
 
@@ -101,10 +104,12 @@ def test_many_methods_draw_a_selection_and_small_multiples_of_all(tmp_path, figu
     check_styles_and_legends(figures)
     by_name = {p.rsplit("/", 1)[-1]: f for p, f in figures}
     shown = {ln.get_label() for ln in _lines(by_name["accuracy_vs_rounds.png"])}
-    # FedAvg, the paper's two methods, and the 7 best others (the highest levels)
-    assert shown == {"fedavg", "gradma", "gradma_w"} | {f"base{i:02d}" for i in range(13, 20)}
+    # FedAvg, the paper's two methods, and the 8 best others (the highest levels)
+    assert shown == {"fedavg", "gradma", "gradma_w"} | {f"base{i:02d}" for i in range(12, 20)}
+    head = [ln for ln in _lines(by_name["accuracy_vs_rounds.png"]) if ln.get_label() != "fedavg"]
+    assert {ln.get_linestyle() for ln in head} == {"-"} and len({_style(ln)[0] for ln in head}) == 10
     assert "every method in accuracy_vs_rounds_all.png" in by_name["accuracy_vs_rounds.png"]._suptitle.get_text()
     every = {ln.get_label() for ln in _lines(by_name["accuracy_vs_rounds_all.png"])}
     assert every == set(algs)
-    assert all(len({ln.get_label() for ln in ax.get_lines()}) <= report_plots.MAX_LINES
+    assert all(len({ln.get_label() for ln in ax.get_lines()}) <= report_plots.MAX_LINES + 1
                for ax in by_name["accuracy_vs_rounds_all.png"].axes)
