@@ -40,9 +40,13 @@ class _RoundWorkload:
 
     def __init__(self, module, input_shape, clients: int, batch_size: int, local_steps: int, seed: int = 0):
         import algorithms
-        from algorithms.core import optim
-        from algorithms.core import RoundInfo
+        from algorithms import RoundInfo  # exported at the top by every commit
         from benchmark import executors as ex
+
+        try:
+            from algorithms.core import optim
+        except ImportError:  # commits before algorithms/core/
+            from algorithms import optim
 
         g = torch.Generator().manual_seed(seed)
         n = 4 * batch_size
