@@ -25,7 +25,7 @@ Choices the paper leaves open (``bherd.md`` Sec. 1.4, 6.1):
 * ``selection``: ``"herding"`` (Algorithm 2, the paper), ``"random"`` (a uniformly random subset of
   k_i steps, drawn from ``ctx.rng``) and ``"closest"`` (the k_i steps individually closest to the
   local mean, Fig. 1(d)'s reading): the controls recommended by ``bherd.md`` Sec. 2. They are options,
-  and also registered as ``bherd_random`` and ``bherd_closest`` (the same class with that default) so
+  and also registered as ``bherd_random`` and ``bherd_closest`` (configurations: BHerd with that default) so
   that a suite's algorithm list can hold them;
 * ``base="fednova"`` (BHerd-FedNova, Fig. 2b; how BHerd plugs into FedNova is not specified): the
   herded, 1/alpha-rescaled update u_i is normalised by FedNova's rule (Wang et al. 2020),
@@ -52,9 +52,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import herding, optim
-from .base import Algorithm, Message, diagnose, register
-from .hyper import Range, choice, param
+from .core import Algorithm, Message, configure, diagnose, herding, optim, register
+from .core.hyper import Range, choice, param
 
 SELECTIONS = ("herding", "random", "closest")
 BASES = ("fedavg", "fednova")
@@ -171,34 +170,12 @@ class BHerd(HerdedSteps, Algorithm):
         return {**server_state, "params": server_state["params"] + delta}
 
 
-@register
-class BHerdRandom(BHerd):
-    """Control: a uniformly random subset of round(alpha * tau_i) steps, same rescaling."""
-
-    name = "bherd_random"
-
-    @dataclass(frozen=True)
-    class Hyper(BHerd.Hyper):
-        selection: str = "random"
-
-
-@register
-class BHerdClosest(BHerd):
-    """Control: the round(alpha * tau_i) steps individually closest to the local mean."""
-
-    name = "bherd_closest"
-
-    @dataclass(frozen=True)
-    class Hyper(BHerd.Hyper):
-        selection: str = "closest"
-
-
-@register
-class BHerdFedNova(BHerd):
-    """BHerd-FedNova (Fig. 2b): herded update, FedNova's normalised aggregation."""
-
-    name = "bherd_fednova"
-
-    @dataclass(frozen=True)
-    class Hyper(BHerd.Hyper):
-        base: str = "fednova"
+BHerdRandom = register(configure(
+    BHerd, "bherd_random", "Control: a uniformly random subset of round(alpha * tau_i) steps, same rescaling.",
+    selection="random"))
+BHerdClosest = register(configure(
+    BHerd, "bherd_closest", "Control: the round(alpha * tau_i) steps individually closest to the local mean.",
+    selection="closest"))
+BHerdFedNova = register(configure(
+    BHerd, "bherd_fednova", "BHerd-FedNova (Fig. 2b): herded update, FedNova's normalised aggregation.",
+    base="fednova"))

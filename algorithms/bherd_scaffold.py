@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import register
+from .core import register
 from .bherd import HerdedSteps, Selection
 from .scaffold import Scaffold
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
-from .hyper import POSITIVE, WEIGHTING, param
+from .core import Algorithm, Message, register
+from .core.hyper import POSITIVE, WEIGHTING, param
 
 
 @register

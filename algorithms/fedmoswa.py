@@ -51,10 +51,9 @@ from dataclasses import dataclass
 
 import torch
 
-from . import optim
-from .base import Algorithm, Message, register
+from .core import Algorithm, Message, optim, register
 from .fedswa import swa_local_loop
-from .hyper import POSITIVE, Range, choice, param
+from .core.hyper import POSITIVE, Range, choice, param
 
 
 @register

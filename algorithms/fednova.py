@@ -24,9 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import optim
-from .base import Algorithm, Message, register
-from .hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
+from .core import Algorithm, Message, optim, register
+from .core.hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
 
 
 @register

@@ -29,9 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import optim
-from .base import Algorithm, Message, register
-from .hyper import POSITIVE, Range, param
+from .core import Algorithm, Message, optim, register
+from .core.hyper import POSITIVE, Range, param
 
 
 def linear_decay_lr(ctx, s: int, rho: float) -> torch.Tensor:

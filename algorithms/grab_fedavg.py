@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Algorithm, Message, NoHyperparameters, register
+from .core import Algorithm, Message, NoHyperparameters, register
 
 
 @register

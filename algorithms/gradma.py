@@ -56,9 +56,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import optim, qp
-from .base import Algorithm, Message, diagnose, register
-from .hyper import BOOL, MOMENTUM, NONE, NONNEGATIVE, POSITIVE, WEIGHTING, Either, Range, choice, param
+from .core import Algorithm, Message, diagnose, optim, qp, register
+from .core.hyper import BOOL, MOMENTUM, NONE, NONNEGATIVE, POSITIVE, WEIGHTING, Either, Range, choice, param
 
 PREV_MODELS = ("local", "global")
 ON_FAILURE = ("raise", "count")

@@ -30,9 +30,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import optim
-from .base import Algorithm, Message, register
-from .hyper import MOMENTUM, POSITIVE, WEIGHTING, param
+from .core import Algorithm, Message, optim, register
+from .core.hyper import MOMENTUM, POSITIVE, WEIGHTING, param
 
 
 @register

@@ -34,10 +34,9 @@ from dataclasses import dataclass
 
 import torch
 
-from . import optim
-from .base import Algorithm, Message, register
+from .core import Algorithm, Message, optim, register
 from .fedsam import sam_grad, sam_perturbation
-from .hyper import NONNEGATIVE, POSITIVE, Range, param
+from .core.hyper import NONNEGATIVE, POSITIVE, Range, param
 
 
 @register

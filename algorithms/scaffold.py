@@ -52,9 +52,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import optim
-from .base import Algorithm, Message, register
-from .hyper import POSITIVE, WEIGHTING, choice, param
+from .core import Algorithm, Message, optim, register
+from .core.hyper import POSITIVE, WEIGHTING, choice, param
 
 CONVENTIONS = ("exact", "niid_bench")
 

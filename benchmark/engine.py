@@ -53,7 +53,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from algorithms.base import Algorithm, Message, RoundInfo, tree_map
+from algorithms.core import Algorithm, Message, RoundInfo, tree_map
 
 from . import executors as ex
 from .federated_dataset import FederatedDataset
@@ -445,7 +445,7 @@ def simulate(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset,
     that is not vectorizable runs sequentially).
     """
     if optimizer is None:
-        from algorithms import optim
+        from algorithms.core import optim
 
         optimizer = optim.make("sgd")
     if any(getattr(o, "steps", False) for o in observers):

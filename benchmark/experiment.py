@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 import algorithms
-from algorithms import optim
+from algorithms.core import optim
 
 from . import cost, engine, store
 from . import executors as ex
@@ -102,7 +102,7 @@ class Experiment:
             parse_spec(self.partition)  # raises for an unknown kind or an invalid parameter
         cls = algorithms.get_class(self.algorithm)
         # an algorithm refuses a local optimizer its formulas have no rule for (optim.UnsupportedOptimizer)
-        cls.check_optimizer(algorithms.base.make_hyper(cls, self.algorithm_args),
+        cls.check_optimizer(algorithms.core.make_hyper(cls, self.algorithm_args),
                             optim.make(self.optimizer, self.momentum, self.weight_decay))
 
     def config(self) -> dict:

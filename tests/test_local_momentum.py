@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import algorithms
-from algorithms import optim
+from algorithms.core import optim
 from benchmark import engine
 from benchmark.experiment import Experiment, prepare
 from tests import planted
@@ -202,7 +202,7 @@ def _unnormalised_local_update(self, ctx, downlink, client_state):
 
     y = self.sgd_loop(ctx, x, grad_fn)
     c_new = c_i - c + (x - y) / (ctx.steps.to(x.dtype) * ctx.lr)
-    return algorithms.base.Message({"dy": y - x, "dc": c_new - c_i}), {"c_i": c_new}
+    return algorithms.core.Message({"dy": y - x, "dc": c_new - c_i}), {"c_i": c_new}
 
 
 def test_planted_unnormalised_scaffold_is_caught(problem):
