@@ -31,7 +31,7 @@ each receives the :class:`RunState` and an event, and must not modify what it is
 * ``on_end(run, LoopResult)``.
 
 Diagnostics. An algorithm sends a diagnostic from ``local_update`` with
-``algorithms.base.diagnose(ctx, name, value)`` (``value`` a tensor or a zero-argument callable, so
+``algorithms.core.diagnose(ctx, name, value)`` (``value`` a tensor or a zero-argument callable, so
 nothing is computed when nobody listens). When an observer has ``diagnostics = True`` both executors
 collect them: per client, ``name -> tensor`` with one row per call, in call order (a name recorded
 once has a leading axis of length 1). Values recorded inside ``ctx.loop`` at a step the vectorized
@@ -62,7 +62,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from algorithms.base import Algorithm, Message, RoundInfo, tree_map
+from algorithms.core import Algorithm, Message, RoundInfo, tree_map
 
 from . import executors as ex
 from .federated_dataset import FederatedDataset
@@ -256,6 +256,7 @@ def loss_growth(train_loss: float, initial: float | None, factor: float | None) 
 def start(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
           cfg: LoopConfig, optimizer, init: torch.Tensor | None = None) -> RunState:
     """The state before round 0: initial parameters (``init`` or the module's), server state, buffers."""
+    alg.check_optimizer(alg.hp, optimizer)  # before any training: a local optimizer the algorithm has no rule for
     dev = data.x_train.device
     n_clients = len(parts)
     k = n_clients if cfg.clients_per_round is None else cfg.clients_per_round

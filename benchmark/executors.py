@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch.func import grad_and_value, vmap
 
-from algorithms.base import Algorithm, CounterRng, Message, splitmix64, stack_trees, tree_map, unstack_tree
+from algorithms.core import Algorithm, CounterRng, Message, splitmix64, stack_trees, tree_map, unstack_tree
 
 from .functional import Batch, FunctionalModel  # noqa: F401 (re-exported: the executors' model)
 
@@ -170,7 +170,7 @@ class LocalSetup:
     y: torch.Tensor
     optimizer: Any
     round: int
-    record: bool = False  # collect diagnostics (algorithms.base.diagnose)
+    record: bool = False  # collect diagnostics (algorithms.core.diagnose)
     weighted: bool = True  # some batch may hold zero-weight padding rows: BatchNorm weights its statistics
     trim_padding: bool = False  # sequential: a partial batch is cut to its real rows
 
@@ -191,7 +191,7 @@ class ClientShare:
 
 
 class ClientContext:
-    """Implements ``algorithms.base.LocalContext`` for one client (or, under vmap, for each client)."""
+    """Implements ``algorithms.core.LocalContext`` for one client (or, under vmap, for each client)."""
 
     def __init__(self, setup: LocalSetup, client: ClientShare, step_hook: Callable | None = None):
         self.setup, self.fmodel, self.layout = setup, setup.fmodel, setup.fmodel.layout
@@ -202,7 +202,7 @@ class ClientContext:
         self.num_steps = int(client.idx.shape[0])
         self.steps, self.num_samples, self.client_id = client.steps, client.num_samples, client.client_id
         self.loss_sum = torch.zeros((), device=setup.x.device)
-        # diagnostics (algorithms.base.diagnose): name -> values in call order, when an observer asks
+        # diagnostics (algorithms.core.diagnose): name -> values in call order, when an observer asks
         self.diagnosing = setup.record
         self._records: dict[str, list] = {}
         self._step: int | None = None  # the local step being run by ``loop``

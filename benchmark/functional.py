@@ -30,8 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from algorithms.base import CounterRng, ParamLayout, _lsr, _to_signed, splitmix64
-from algorithms.base import _GOLDEN as _POSITION
+from algorithms.core import CounterRng, ParamLayout
+from algorithms.core.rng import _lsr, _to_signed, splitmix64
+from algorithms.core.rng import _GOLDEN as _POSITION
 
 _STREAM = 0x94D049BB133111EB  # CounterRng: stream of draw c = splitmix64(key + c * _STREAM)
 _NO_STREAM = torch.zeros(0, dtype=torch.int64)  # a forward without an rng: dropout off

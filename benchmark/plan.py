@@ -12,7 +12,8 @@ with its reason:
 * the batched groups: runs that share a ``benchmark.batched.group_key`` train as one job (one ``vmap``
   over runs x clients), at most ``group_runs`` of them; ``group_runs=None`` (the default, everywhere) is
   ``benchmark.batched.default_group_runs``'s size for the device and model, and 1 for the process and Ray
-  backends (their workers run cells in parallel instead).
+  backends (their workers run cells in parallel instead) and for runs whose executor alone is the
+  sequential one (asked for, e.g. ``--executor sequential``, or chosen: batching does not pay there).
 
 The reasons go into every run record (``execution``). ``execute(job)`` runs any job, a single run being a
 job of one, through the round loop of ``benchmark.engine``; :func:`run` (``benchmark.run``) is one
@@ -236,7 +237,7 @@ def _group(cells: list, indices: list, threads: Threads | None, group_reason: st
     exps = [dataclasses.replace(c.exp, executor="vectorized") for c in cells]
     cls = algorithms.get_class(exps[0].algorithm)
     free = batched.tensor_fields(exps[0].algorithm)
-    hps = [algorithms.base.make_hyper(cls, e.algorithm_args) for e in exps]
+    hps = [algorithms.core.make_hyper(cls, e.algorithm_args) for e in exps]
     varying = [f for f in sorted(free - {batched.LR}) if len({repr(getattr(h, f)) for h in hps}) > 1]
     lr_varies = len({e.lr for e in exps}) > 1 or len({e.lr_decay for e in exps}) > 1
     c = cells[0]

@@ -122,7 +122,7 @@ def _limit_functional(module, x, y, idx, lr: float):
     import torch.nn.functional as F
     from torch.func import functional_call, grad
 
-    from algorithms.base import ParamLayout
+    from algorithms.core import ParamLayout
 
     functional = copy.deepcopy(module).train()
     layout = ParamLayout.from_module(functional)

@@ -181,7 +181,7 @@ def test_nothing_of_a_forward_is_stored_on_the_model():
     inputs): after a round of both executors its attributes, and its training copies' tensors, are the same
     objects as before; the step's tensors travel as arguments and results."""
     import algorithms
-    from algorithms import optim
+    from algorithms.core import optim
     from benchmark import engine
 
     data = tiny_dataset()
@@ -205,7 +205,7 @@ def test_nothing_of_a_forward_is_stored_on_the_model():
 def test_dropout_masks_are_the_clients_counter_rng_draws():
     """A dropout mask is the draw ``CounterRng.uniform`` makes at that point of the client's sequence (the
     stream reserved before the forward): the functional model and the rng stay one rule."""
-    from algorithms.base import CounterRng
+    from algorithms.core import CounterRng
     from benchmark.functional import next_stream, stream_uniform
 
     a, b = CounterRng(torch.tensor(11)), CounterRng(torch.tensor(11))
@@ -221,7 +221,7 @@ def test_dropout_masks_are_the_clients_counter_rng_draws():
 
 
 def test_counter_rng_is_uniform_and_independent_per_key():
-    from algorithms.base import CounterRng
+    from algorithms.core import CounterRng
 
     u = CounterRng(1).uniform((200000,))
     assert abs(u.mean().item() - 0.5) < 0.005 and abs(u.var().item() - 1 / 12) < 0.002

@@ -8,7 +8,7 @@ number:
 * :class:`ParamTrace`: the global model before round 0 and after every round (float64, CPU), the
   sampled clients, chosen server-state scalars, and a per-round ``hook(before, after, info)``;
 * :class:`StepGradSq`: ||g||^2 of every local stochastic gradient (per-step observation, sequential);
-* :class:`Diagnostics`: what an algorithm sends with ``algorithms.base.diagnose`` (GradMA's QP_l
+* :class:`Diagnostics`: what an algorithm sends with ``algorithms.core.diagnose`` (GradMA's QP_l
   corrections, BHerd's stored steps and selection, FedBAT's latent update and step sizes), per client.
 
 :func:`trace` runs an ``Experiment`` with ``benchmark.plan.run`` itself. :func:`run_problem` runs a convex
@@ -96,7 +96,7 @@ class StepGradSq(engine.Observer):
 
 
 class Diagnostics(engine.Observer):
-    """The algorithm's diagnostics (``algorithms.base.diagnose``), per round a list of
+    """The algorithm's diagnostics (``algorithms.core.diagnose``), per round a list of
     (client_id, {name: tensor}) in the order of the stacked uplinks."""
 
     diagnostics = True
@@ -172,7 +172,7 @@ def trace(exp: Experiment, *, init: torch.Tensor | None = None, server_keys: Seq
 
 class InverseTimeSGD:
     """Plain SGD whose step size decays within a round: eta_s = 1 / (1/lr + c s) at local step s
-    (``algorithms.optim`` protocol, vmap-safe: s is the optimizer state, reset every round).
+    (``algorithms.core.optim`` protocol, vmap-safe: s is the optimizer state, reset every round).
 
     With the round's lr = 2/(mu (gamma + r tau + 1)) and c = mu/2 this is FedBAT's eta_t =
     2/(mu (gamma + t)) over the cumulative local step t = r tau + s + 1 (Theorems 1-2)."""
