@@ -439,11 +439,13 @@ def estimate(job: Job, model: cost.CostModel | None) -> dict:
     return cost.estimate_group(list(job.experiments), torch.device(job.device).type, model, job.executor)
 
 
-def estimate_cells(exps: Sequence[Experiment], device: str | None, model: cost.CostModel | None) -> dict:
-    """Totals over ``exps`` run one after another, each as planned alone on ``device``."""
+def estimate_cells(exps: Sequence[Experiment], device: str | None, model: cost.CostModel | None,
+                   executor: str | None = None) -> dict:
+    """Totals over ``exps`` run one after another, each as planned alone on ``device`` (``executor``: an
+    override, as in :func:`plan`)."""
     total_sg = total_s = 0.0
     unknown = 0
-    for job in plan(exps, device=device, group_runs=1, threads=None):
+    for job in plan(exps, device=device, executor=executor, group_runs=1, threads=None):
         est = estimate(job, model)
         total_sg += est["sample_gradients"]
         if est["seconds"] is None:

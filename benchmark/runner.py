@@ -18,6 +18,7 @@ import os
 import sys
 import time
 import traceback
+from collections import Counter
 from pathlib import Path
 
 from . import cost, lifeline, plan, store
@@ -303,6 +304,7 @@ def plan_suite(suite: Suite, results_root: str = "results", device: str | None =
     bench = cost.latest_bench(dev_type)
     model = cost.cost_model_from_bench(bench) if bench else None
     rows: dict[tuple, dict] = {}
+    reasons: dict[str, Counter] = {"device": Counter(), "executor": Counter()}  # why, and in how many jobs
     for job in jobs:
         est = plan.estimate(job, model)
         e = job.experiments[0]
@@ -315,12 +317,14 @@ def plan_suite(suite: Suite, results_root: str = "results", device: str | None =
         r["sample_gradients"] += est["sample_gradients"]
         r["executor"].add(est["executor"])
         r["reason"].add(job.reasons["group"])
+        for what in ("device", "executor"):
+            reasons[what][f"{getattr(job, what)}: {job.reasons[what]}"] += 1
         r["seconds"] = None if r["seconds"] is None or est["seconds"] is None else r["seconds"] + est["seconds"]
     total = [r["seconds"] for r in rows.values()]
     return {"suite": suite.name, "out_dir": str(out_dir), "cells": len(suite.cells), "done": done,
-            "to_run": len(exps), "jobs": len(jobs), "device": dev_type, "rows": rows,
+            "to_run": len(exps), "jobs": len(jobs), "device": dev_type, "rows": rows, "reasons": reasons,
             "seconds": None if any(t is None for t in total) else sum(total),
-            "seconds_alone": plan.estimate_cells(exps, device, model)["seconds"] if exps else 0.0,
+            "seconds_alone": plan.estimate_cells(exps, device, model, executor)["seconds"] if exps else 0.0,
             "bench": bench.get("_path") if bench else None}
 
 

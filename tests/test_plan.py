@@ -108,6 +108,14 @@ def test_dry_run_plans_what_the_run_runs(tmp_path):
     suite = runner.load_suite(str(path))
     dry = runner.plan_suite(suite, str(tmp_path))
     assert dry["jobs"] == 5  # fedavg: 4 cells in one job; fedbat asked sequential: 4 cells alone
+    assert dry["reasons"]["device"] == {"cpu: auto: torch sees no CUDA device": 5} or torch.cuda.is_available()
+    assert dry["reasons"]["executor"]["sequential: asked for"] == 4  # the dry run says why, per job
+    assert [why for why in dry["reasons"]["executor"] if why.startswith("vectorized: batched: 4 runs")]
+    assert {"batching does not pay" in why for r in dry["rows"].values() for why in r["reason"]} == {True, False}
+    with pytest.raises(runner.SuiteError, match="backend"):  # checked before anything is planned
+        runner.plan_suite(suite, str(tmp_path), backend="slurm")
+    alone = runner.plan_suite(suite, str(tmp_path), backend="process")  # its workers run cells in parallel
+    assert alone["jobs"] == 8 and all("backend process" in why for r in alone["rows"].values() for why in r["reason"])
     counts = runner.run_suite(suite, results_root=str(tmp_path), progress=False)  # the default: batched
     assert counts["ok"] == 8
     recs = store.read_records(runner.results_dir(tmp_path, "planned"))

@@ -179,6 +179,9 @@ def main_dry_run(a) -> int:
         print(tabulate(rows, headers=["algorithm", "dataset", "model", "cells", "jobs", "executor",
                                       "sample-gradients", f"est. time ({p['device']})", "group size"],
                        tablefmt="github"))
+    for what in ("device", "executor"):
+        for why, n in sorted(p["reasons"][what].items()):
+            print(f"{what} ({n} job{'s' if n > 1 else ''}): {why}")
     print(f"estimated time on {p['device']}: {cost.human_seconds(p['seconds'])} as planned, "
           f"{cost.human_seconds(p['seconds_alone'])} one cell after another"
           + (f" (cost model fitted to {p['bench']})" if p["bench"] else
