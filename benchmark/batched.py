@@ -30,7 +30,7 @@ from .executors import batched_local_update
 #: eval_every, eval_train_samples, algorithm_args' tensor fields, and how-to-run fields)
 SHARED_FIELDS = ("algorithm", "dataset", "dataset_args", "model", "model_args", "num_clients",
                  "clients_per_round", "rounds", "local_epochs", "local_steps", "batch_size", "momentum",
-                 "weight_decay", "optimizer", "device", "data_root", "download")
+                 "weight_decay", "optimizer", "device", "data_root", "download", "compile")
 #: datasets whose data depend on the seed (generated): their runs group only with the same seed
 SEEDED_DATASETS = ("synthetic",)
 LR = "lr"  # the name the probe uses for the local learning rate

@@ -89,6 +89,8 @@ class LoopConfig:
     lr_schedule: Callable[[int], float] | None = None
     # a run whose training loss exceeds this factor times its initial training loss is diverged (None: off)
     divergence_factor: float | None = None
+    # compile the vectorized local update (torch.compile; executors.VectorizedExecutor)
+    compile: bool = False
 
 
 @dataclass
@@ -100,6 +102,7 @@ class LoopResult:
     buffers: dict
     executor: str
     message: str = ""
+    compile_seconds: float = 0.0  # first calls of compiled local updates (compilation included)
 
 
 class Diverged(RuntimeError):
@@ -317,7 +320,8 @@ def aggregate(run: RunState, r: int, ids: np.ndarray, jobs: list[ex.ClientJob], 
     for cid, st in zip(ids.tolist(), out.states):
         run.client_states[cid] = st
     if run.buffers:
-        run.buffers = {n: sum(float(wk) * b[n] for wk, b in zip(weights, out.buffers)) for n in run.buffers}
+        # weights[i] is a 0-d tensor: no read per client and buffer (float32 arithmetic, as with float(wk))
+        run.buffers = {n: sum(weights[i] * b[n] for i, b in enumerate(out.buffers)) for n in run.buffers}
     return info, weights
 
 
@@ -418,7 +422,7 @@ def run_rounds(runs: Sequence[RunState], executor: str, hypers: Sequence[dict] |
     run i's observers. Yields ``(i, LoopResult)`` as soon as run i finishes (all rounds, or diverged)."""
     hypers = list(hypers) if hypers is not None else [{}] * len(runs)
     observers = list(observers) if observers is not None else [()] * len(runs)
-    runner = ex.get(executor)
+    runner = ex.get(executor, compile=runs[0].cfg.compile)
     for i, run in enumerate(runs):
         _emit(observers[i], "on_start", run)
     done = [False] * len(runs)
@@ -427,7 +431,7 @@ def run_rounds(runs: Sequence[RunState], executor: str, hypers: Sequence[dict] |
         for i, run in enumerate(runs):
             if not done[i] and i not in active:
                 done[i] = True
-                result = finish(run, runner.name)
+                result = finish(run, runner.name, runner.compile_seconds)
                 _emit(observers[i], "on_end", run, result)
                 yield i, result
         if not active:
@@ -439,6 +443,6 @@ def run_rounds(runs: Sequence[RunState], executor: str, hypers: Sequence[dict] |
             end_round(runs[i], plan, out, observers[i])
 
 
-def finish(run: RunState, executor: str) -> LoopResult:
+def finish(run: RunState, executor: str, compile_seconds: float = 0.0) -> LoopResult:
     return LoopResult(run.history, run.status, run.server, run.alg.global_params(run.server), run.buffers,
-                      executor, run.message)
+                      executor, run.message, compile_seconds)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -64,10 +65,16 @@ def batched_local_update(alg, ctx, downlink: Message, client_state, hyper: dict)
 
 @dataclass
 class Schedule:
-    """Minibatch indices of one client for one round: idx (steps, B), w (steps, B)."""
+    """Minibatch indices of one client for one round: idx (steps, B), w (steps, B), and on the host the
+    number of real rows of each step (``lengths``: padding sits at the end of a batch)."""
 
     idx: torch.Tensor
     w: torch.Tensor
+    lengths: tuple[int, ...] | None = None  # None: read from w once, when the schedule is made
+
+    def __post_init__(self):
+        if self.lengths is None:  # padding sits at the end: a step's real rows are its nonzero weights
+            self.lengths = tuple(int(n) for n in (self.w != 0).sum(dim=1).tolist())
 
     @property
     def steps(self) -> int:
@@ -92,25 +99,27 @@ def client_schedule(indices: np.ndarray, rng: np.random.Generator, local_epochs:
     if n == 0:
         raise ValueError("a client with no samples cannot train")
     b = n if batch_size is None else min(int(batch_size), n)
-    rows, weights = [], []
+    rows, weights, lengths = [], [], []
     if local_steps is not None:
         need = local_steps * b
         perms = []
         while sum(len(p) for p in perms) < need:
             perms.append(indices[rng.permutation(n)])
         flat = np.concatenate(perms)[:need].reshape(local_steps, b)
-        return Schedule(torch.from_numpy(flat.astype(np.int64)), torch.ones(local_steps, b))
+        return Schedule(torch.from_numpy(flat.astype(np.int64)), torch.ones(local_steps, b), (b,) * local_steps)
     for _ in range(local_epochs):
         perm = indices[rng.permutation(n)]
         for start in range(0, n, b):
             chunk = perm[start:start + b]
+            lengths.append(len(chunk))
             w = np.ones(b, dtype=np.float32)
             if len(chunk) < b:  # pad the partial batch with zero-weight copies of its first sample
                 w[len(chunk):] = 0.0
                 chunk = np.concatenate([chunk, np.full(b - len(chunk), chunk[0])])
             rows.append(chunk)
             weights.append(w)
-    return Schedule(torch.from_numpy(np.stack(rows).astype(np.int64)), torch.from_numpy(np.stack(weights)))
+    return Schedule(torch.from_numpy(np.stack(rows).astype(np.int64)), torch.from_numpy(np.stack(weights)),
+                    tuple(lengths))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -172,7 +181,7 @@ class LocalSetup:
     round: int
     record: bool = False  # collect diagnostics (algorithms.core.diagnose)
     weighted: bool = True  # some batch may hold zero-weight padding rows: BatchNorm weights its statistics
-    trim_padding: bool = False  # sequential: a partial batch is cut to its real rows
+    trim_padding: bool = False  # sequential: a partial batch is cut to its real rows (ClientShare.lengths)
 
 
 @dataclass(frozen=True)
@@ -188,6 +197,7 @@ class ClientShare:
     client_id: torch.Tensor
     buffers: dict  # BatchNorm buffers at the start of the round
     lr: Any  # the round's learning rate (a float, or a 0-d tensor per client of a batched job)
+    lengths: tuple[int, ...] | None = None  # real rows per step, known on the host (sequential trimming)
 
 
 class ClientContext:
@@ -195,7 +205,7 @@ class ClientContext:
 
     def __init__(self, setup: LocalSetup, client: ClientShare, step_hook: Callable | None = None):
         self.setup, self.fmodel, self.layout = setup, setup.fmodel, setup.fmodel.layout
-        self._idx, self._w, self._active = client.idx, client.w, client.active
+        self._idx, self._w, self._active, self._lengths = client.idx, client.w, client.active, client.lengths
         self.buffers = client.buffers
         self.rng = CounterRng(client.rng_key)
         self.optimizer, self.lr, self.round = setup.optimizer, client.lr, setup.round
@@ -230,9 +240,10 @@ class ClientContext:
     # -- data --
     def batch(self, s: int) -> Batch:
         i, w = self._idx[s], self._w[s]
-        if self.setup.trim_padding:  # sequential: a partial batch is just shorter (padding sits at the end)
-            n = int(w.sum().item())
-            i, w = i[:n], w[:n]
+        if self.setup.trim_padding and self._lengths is not None:  # sequential: a partial batch is just
+            n = self._lengths[s]  # shorter (padding sits at the end); its length is known on the host
+            if n < i.shape[0]:
+                i, w = i[:n], w[:n]
         return Batch(self.setup.x[i], self.setup.y[i], w)
 
     def criterion(self, out, batch):
@@ -361,6 +372,7 @@ class SequentialExecutor:
     """The readable reference: clients one after another (the runs of a job one after another)."""
 
     name = "sequential"
+    compile_seconds = 0.0  # never compiled
 
     def run(self, inputs: RoundInputs) -> list[RoundOutput]:
         setup = LocalSetup(inputs.fmodel, inputs.x, inputs.y, inputs.optimizer, inputs.round, inputs.record,
@@ -370,6 +382,7 @@ class SequentialExecutor:
     def _run_one(self, inputs: RoundInputs, setup: LocalSetup, share: RunRound) -> RoundOutput:
         ups, states, bufs, losses, diags = [], [], [], [], []
         dev = inputs.x.device
+        hyper = {k: torch.tensor(float(v), device=dev) for k, v in share.hyper.items()}
         for job in share.jobs:
             sch = job.schedule
             hook = None if share.on_step is None else (
@@ -377,16 +390,18 @@ class SequentialExecutor:
             client = ClientShare(sch.idx.to(dev), sch.w.to(dev), None,
                                  _rng_key(share.seed, inputs.round, job.client_id, dev),
                                  torch.tensor(sch.steps, device=dev), torch.tensor(float(job.num_samples), device=dev),
-                                 torch.tensor(job.client_id, device=dev), dict(share.buffers), share.lr)
+                                 torch.tensor(job.client_id, device=dev), dict(share.buffers), share.lr,
+                                 sch.lengths)
             ctx = ClientContext(setup, client, hook)
-            up, st = batched_local_update(inputs.alg, ctx, share.downlink, job.state,
-                                          {k: torch.tensor(float(v)) for k, v in share.hyper.items()})
+            up, st = batched_local_update(inputs.alg, ctx, share.downlink, job.state, hyper)
             ups.append(up)
             states.append(st)
             bufs.append(ctx.buffers)
-            losses.append(float(ctx.loss_sum) / max(sch.steps, 1))
+            losses.append(ctx.loss_sum)
             if setup.record:
                 diags.append(ctx.diagnostics())
+        sums = torch.stack(losses).tolist() if losses else []  # one read per round, not one per client
+        losses = [v / max(j.schedule.steps, 1) for v, j in zip(sums, share.jobs)]
         return RoundOutput(stack_trees(ups), states, bufs, losses, diags)
 
 
@@ -409,13 +424,48 @@ def _pad_schedules(jobs: list[ClientJob]):
     return idx, w, active
 
 
+def _vmapped_local(setup: LocalSetup, alg, lr0, down0, needs_mask: bool, clients: dict, states, lr_arg, down_arg,
+                   hyper: dict):
+    """Every (run, client) pair's local update under one ``vmap``: what varies from round to round comes in
+    as arguments (tensors), so a compiled version is reused across rounds. ``lr0``/``down0``: the shared
+    learning rate and downlink when ``lr_arg``/``down_arg`` (per pair) are None."""
+
+    def one(c, state_i, lr_i, down_i, hyper_i):
+        share = ClientShare(c["idx"], c["w"], c["active"] if needs_mask else None, c["rng_key"], c["steps"],
+                            c["num_samples"], c["client_id"], c["buffers"], lr0 if lr_i is None else lr_i)
+        ctx = ClientContext(setup, share)
+        up, st = batched_local_update(alg, ctx, down0 if down_i is None else down_i, state_i, hyper_i)
+        return up, st, ctx.buffers, ctx.loss_sum, ctx.diagnostics()
+
+    in_dims = (0, 0, None if lr_arg is None else 0, None if down_arg is None else 0, 0)
+    return vmap(one, in_dims=in_dims)(clients, states, lr_arg, down_arg, hyper)
+
+
 class VectorizedExecutor:
     """All sampled clients at once: ``vmap`` over a leading axis of (run, client) pairs (DESIGN.md,
     Performance), each pair with its run's downlink, buffers, learning rate, RNG keys and differing
     hyperparameters. What every run shares stays unbatched (a Python float learning rate, a downlink
-    closed over), so a run alone computes exactly as a job of one."""
+    closed over), so a run alone computes exactly as a job of one.
+
+    ``compile=True``: the vmapped local update runs through ``torch.compile`` (issue 24), the learning rate
+    passed as a tensor so that a new round's value reuses the compiled code; one compiled entry per
+    (model, batch shape, clients, masking, weighting), whose first call (compilation and one round) is
+    added to ``compile_seconds``. Results equal the uncompiled step to float tolerance, not bitwise."""
 
     name = "vectorized"
+
+    def __init__(self, compile: bool = False):
+        self.compile = compile
+        self.compile_seconds = 0.0
+        self._compiled: dict = {}
+
+    def _local(self, key: tuple):
+        if not self.compile:
+            return _vmapped_local, False
+        first = key not in self._compiled
+        if first:
+            self._compiled[key] = torch.compile(_vmapped_local, dynamic=False)
+        return self._compiled[key], first
 
     def run(self, inputs: RoundInputs) -> list[RoundOutput]:
         runs, dev = inputs.runs, inputs.x.device
@@ -424,9 +474,10 @@ class VectorizedExecutor:
         jobs = [j for r in runs for j in r.jobs]
         sizes = [len(r.jobs) for r in runs]
         idx, w, active = _pad_schedules(jobs)
-        needs_mask = bool((~active).any())
+        needs_mask = len({j.schedule.steps for j in jobs}) > 1  # decided on the host: no device read
+        width = idx.shape[-1]
         setup = LocalSetup(inputs.fmodel, inputs.x, inputs.y, inputs.optimizer, inputs.round, inputs.record,
-                           weighted=bool(((w == 0) & active.unsqueeze(-1)).any()))
+                           weighted=any(n < width for j in jobs for n in j.schedule.lengths))
         clients = {"idx": idx.to(dev), "w": w.to(dev), "active": active.to(dev),
                    "rng_key": torch.stack([_rng_key(r.seed, inputs.round, j.client_id, dev) for r in runs for j in r.jobs]),
                    "steps": torch.tensor([j.schedule.steps for j in jobs], device=dev),
@@ -440,23 +491,20 @@ class VectorizedExecutor:
             return torch.tensor([float(v) for v, n in zip(values, sizes) for _ in range(n)],
                                 dtype=torch.float32, device=dev)
 
-        lr_arg = None if len({r.lr for r in runs}) == 1 else per_pair([r.lr for r in runs])
+        one_lr = len({r.lr for r in runs}) == 1 and not self.compile
+        lr_arg = None if one_lr else per_pair([r.lr for r in runs])
         hyper = {f: per_pair([r.hyper[f] for r in runs]) for f in (runs[0].hyper if len(runs) > 1 else {})}
         down_arg = None
         if len(runs) > 1:
             pair_run = torch.tensor([i for i, n in enumerate(sizes) for _ in range(n)], device=dev)
             down_arg = tree_map(lambda t: t[pair_run], stack_trees([r.downlink for r in runs]))
-
-        def one(c, state_i, lr_i, down_i, hyper_i):
-            share = ClientShare(c["idx"], c["w"], c["active"] if needs_mask else None, c["rng_key"], c["steps"],
-                                c["num_samples"], c["client_id"], c["buffers"], runs[0].lr if lr_i is None else lr_i)
-            ctx = ClientContext(setup, share)
-            down = runs[0].downlink if down_i is None else down_i
-            up, st = batched_local_update(inputs.alg, ctx, down, state_i, hyper_i)
-            return up, st, ctx.buffers, ctx.loss_sum, ctx.diagnostics()
-
-        in_dims = (0, 0, None if lr_arg is None else 0, None if down_arg is None else 0, 0)
-        out = vmap(one, in_dims=in_dims)(clients, states, lr_arg, down_arg, hyper)
+        fn, first = self._local((id(inputs.fmodel), tuple(idx.shape), len(runs), needs_mask, setup.weighted,
+                                 setup.record))
+        t0 = time.perf_counter()
+        out = fn(setup, inputs.alg, runs[0].lr if lr_arg is None else None,
+                 runs[0].downlink if down_arg is None else None, needs_mask, clients, states, lr_arg, down_arg, hyper)
+        if first:
+            self.compile_seconds += time.perf_counter() - t0
         return _split(out, jobs, sizes, clients["steps"], len(runs) == 1)
 
 
@@ -477,11 +525,13 @@ def _split(out, jobs: list[ClientJob], sizes: list[int], steps: torch.Tensor, al
     return outs
 
 
-def get(name: str):
+def get(name: str, compile: bool = False):
+    """The executor ``name``; ``compile``: compile the vectorized local update (the sequential reference is
+    never compiled)."""
     if name == "sequential":
         return SequentialExecutor()
     if name == "vectorized":
-        return VectorizedExecutor()
+        return VectorizedExecutor(compile)
     raise ValueError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")
 
 

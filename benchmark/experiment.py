@@ -21,7 +21,7 @@ import torch
 import algorithms
 from algorithms.core import optim
 
-from . import engine, store
+from . import engine, numerics, store
 from . import executors as ex
 from .federated_dataset import FederatedDataset
 
@@ -35,7 +35,7 @@ _HOW_FIELDS = ("executor", "executor_used", "device", "data_root", "download")
 DIVERGENCE_FACTOR = engine.DIVERGENCE_FACTOR
 # fields added after results were published, with the value they had implicitly before: at that value they
 # are left out of the config hash, so existing cells keep their names (the record's config still shows them)
-_HASH_NEUTRAL_DEFAULTS = {"divergence_factor": DIVERGENCE_FACTOR}
+_HASH_NEUTRAL_DEFAULTS = {"divergence_factor": DIVERGENCE_FACTOR, "compile": False}
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,9 @@ class Experiment:
     device: str = "auto"  # auto (benchmark.plan decides) | cpu | cuda
     data_root: str | None = None
     download: bool = False
+    # torch.compile the vectorized local update (equal to float tolerance, not bitwise: part of the hash
+    # when True; the sequential executor is never compiled)
+    compile: bool = False
 
     def validate(self) -> None:
         def need(cond, msg):
@@ -125,7 +128,8 @@ class Experiment:
         return engine.LoopConfig(self.rounds, self.clients_per_round,
                                  None if self.local_steps else self.local_epochs, self.local_steps,
                                  self.batch_size, self.lr, self.lr_decay, self.eval_every, self.seed,
-                                 self.eval_train_samples, divergence_factor=self.divergence_factor)
+                                 self.eval_train_samples, divergence_factor=self.divergence_factor,
+                                 compile=self.compile)
 
 
 def config_hash(config: dict) -> str:
@@ -197,7 +201,8 @@ def code_version() -> dict:
 
 def environment(device: torch.device) -> dict:
     env = {"python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
-           "numpy": np.__version__, "device": str(device), "threads": torch.get_num_threads()}
+           "numpy": np.__version__, "device": str(device), "threads": torch.get_num_threads(),
+           "numerics": numerics.in_force()}
     if device.type == "cuda":
         env["gpu"] = torch.cuda.get_device_name(device)
     else:
@@ -395,6 +400,8 @@ def make_result(exp: Experiment, p: Prepared, out: engine.LoopResult, wall: floa
         config["init_fingerprint"] = hashlib.sha256(
             init.detach().to(torch.float32).cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
     config["executor_used"] = out.executor
+    if exp.compile:
+        execution = {**execution, "compile_seconds": round(out.compile_seconds, 3)}
     env = environment(p.device)
     if threads_rule:
         env["threads_rule"] = threads_rule

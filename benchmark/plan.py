@@ -32,7 +32,7 @@ import torch
 
 import algorithms
 
-from . import batched, cost, engine
+from . import batched, cost, engine, numerics
 from . import executors as ex
 from .experiment import Experiment, RunResult, load_dataset, make_result, prepare
 from .federated_dataset import FederatedDataset
@@ -358,10 +358,11 @@ def execute(job: Job, *, observers: Sequence[Sequence] | None = None, init: torc
     """
     rule = use_threads(job.threads)
     t0 = time.perf_counter()
-    preps, runs, hypers = start(job, init, lr_schedule, optimizer)
-    for i, out in engine.run_rounds(runs, job.executor, hypers, observers):
-        yield i, make_result(job.experiments[i], preps[i], out, time.perf_counter() - t0, job.execution(i), init,
-                             rule)
+    with numerics.applied():  # the process's numerics policy (TF32, determinism), recorded in each record
+        preps, runs, hypers = start(job, init, lr_schedule, optimizer)
+        for i, out in engine.run_rounds(runs, job.executor, hypers, observers):
+            yield i, make_result(job.experiments[i], preps[i], out, time.perf_counter() - t0, job.execution(i),
+                                 init, rule)
 
 
 def start(job: Job, init: torch.Tensor | None = None, lr_schedule: Callable[[int], float] | None = None,

@@ -68,10 +68,11 @@ class FederatedRound:
     (``engine.aggregate``), from the same downlink every time. Evaluation is excluded."""
 
     def __init__(self, exp):
+        """``exp``: an Experiment, or a planned ``plan.Job`` (e.g. a batched group, ``plan.group_job``)."""
         from . import engine, plan
         from . import executors as ex
 
-        self.job = plan.plan_one(exp)
+        self.job = exp if isinstance(exp, plan.Job) else plan.plan_one(exp)
         self.preps, self.runs, self.hypers = plan.start(self.job)
         self.plans = [engine.begin_round(r) for r in self.runs]
         self.executor = ex.get(self.job.executor)

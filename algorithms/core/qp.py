@@ -43,7 +43,6 @@ violation below qp_tol (silently). tests/test_qp_failure.py has hand-built cases
 """
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 import torch
@@ -147,13 +146,44 @@ def _recover(p: torch.Tensor, M: torch.Tensor, z: torch.Tensor, segments: Segmen
 # --------------------------------------------------------------------------------------------------
 # Small duals by enumeration of active sets (vmap-safe)
 
-_MASKS: dict[int, torch.Tensor] = {}
+def _masks(k: int, device=None) -> torch.Tensor:
+    """Every support set of k variables, (2^k, k) float64 in ``itertools.product((0, 1), repeat=k)`` order,
+    made on ``device`` (no host tensor copied inside a step: nothing for a CUDA graph to miss)."""
+    rows = torch.arange(2 ** k, device=device).unsqueeze(-1)
+    return ((rows >> torch.arange(k - 1, -1, -1, device=device)) & 1).to(torch.float64)
 
 
-def _masks(k: int) -> torch.Tensor:
-    if k not in _MASKS:
-        _MASKS[k] = torch.tensor(list(itertools.product((0.0, 1.0), repeat=k)), dtype=torch.float64)
-    return _MASKS[k]
+def _jacobi_svd(A: torch.Tensor, sweeps: int | None = None):
+    """Thin SVD (U, sigma, Vh) of a batch of small tall matrices A (..., m, k) by one-sided Jacobi
+    (Hestenes, 1958; Demmel & Veselic, 1992: relative accuracy), a fixed number of cyclic sweeps
+    (default k + 2: k = 3 columns reach rounding level in 4, tested, even with dependent columns).
+
+    Pure elementwise tensor code: no LAPACK call, hence no error check read on the host (a CUDA
+    ``linalg.svd`` reads its info tensor every call), vmap- and compile-safe. The columns of [A; I] are
+    rotated together, so the bottom rows accumulate V. Singular values are not sorted; a zero column
+    gives sigma = 0 and a zero column of U.
+    """
+    m, k = A.shape[-2], A.shape[-1]
+    eye = torch.eye(k, dtype=A.dtype, device=A.device).expand(*A.shape[:-2], k, k)
+    B = torch.cat([A, eye], dim=-2)
+    cols = [B[..., :, j] for j in range(k)]
+    eps = torch.finfo(A.dtype).eps
+    for _ in range(k + 2 if sweeps is None else sweeps):
+        for p in range(k - 1):
+            for q in range(p + 1, k):
+                a, b = cols[p], cols[q]
+                alpha, beta = (a[..., :m] * a[..., :m]).sum(-1), (b[..., :m] * b[..., :m]).sum(-1)
+                gamma = (a[..., :m] * b[..., :m]).sum(-1)
+                rot = gamma.abs() > eps * torch.sqrt(alpha * beta)  # not yet orthogonal to rounding
+                zeta = (beta - alpha) / (2 * torch.where(rot, gamma, torch.ones_like(gamma)))
+                t = torch.where(rot, torch.where(zeta >= 0, 1.0, -1.0), 0.0) / (zeta.abs() + torch.sqrt(1 + zeta * zeta))
+                c = torch.rsqrt(1 + t * t).unsqueeze(-1)
+                s = c * t.unsqueeze(-1)
+                cols[p], cols[q] = c * a - s * b, s * a + c * b
+    B = torch.stack(cols, -1)
+    sig = torch.linalg.vector_norm(B[..., :m, :], dim=-2)
+    U = B[..., :m, :] / torch.where(sig > 0, sig, torch.ones_like(sig)).unsqueeze(-2)
+    return U, sig, B[..., m:, :].transpose(-1, -2)
 
 
 def kkt_residual(G: torch.Tensor, q: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -206,7 +236,7 @@ def solve_dual_enum(G: torch.Tensor, q: torch.Tensor, rtol: float | None = None)
     """
     k = G.shape[-1]
     rtol = _rtol(k) if rtol is None else rtol
-    A = _masks(k).to(G.device)  # (S, k)
+    A = _masks(k, G.device)  # (S, k)
     GA = G.unsqueeze(-3) * (A[:, :, None] * A[:, None, :]) + torch.diag_embed(1.0 - A)  # (..., S, k, k)
     qA = q.unsqueeze(-2) * A  # (..., S, k)
     w, V = torch.linalg.eigh(GA)
@@ -224,7 +254,7 @@ def solve_dual_enum_qr(R: torch.Tensor, c: torch.Tensor, h: torch.Tensor, rtol: 
 
     Returns (z, residual). Every support set A gives a candidate, the stationary point of f on span(A),
     z_A = -pinv(R_A) c + pinv(R_A^T R_A) h_A (z = 0 outside A), from one SVD of the padded matrix
-    [R_A; I_outside] (a column outside A is replaced by a unit column, which decouples with singular value
+    [R_A; I_outside] (``_jacobi_svd``: no host read; a column outside A is replaced by a unit column, which decouples with singular value
     1), dropping singular values ``<= rtol * max`` (``rtol = k * eps``: rounding level, so only exactly
     dependent columns, such as duplicated or zero constraints, lose a direction); then clamped to z >= 0,
     and ``_choose`` keeps the candidate of least f. Some optimal z has linearly independent support
@@ -235,10 +265,10 @@ def solve_dual_enum_qr(R: torch.Tensor, c: torch.Tensor, h: torch.Tensor, rtol: 
     k = R.shape[-1]
     m = R.shape[-2]
     rtol = _rtol(k) if rtol is None else rtol
-    A = _masks(k).to(R.device)  # (S, k)
+    A = _masks(k, R.device)  # (S, k)
     top = R.unsqueeze(-3) * A[:, None, :]  # (..., S, m, k)
     pad = torch.diag_embed(1.0 - A).expand(*top.shape[:-2], k, k)
-    U, sig, Vh = torch.linalg.svd(torch.cat([top, pad], dim=-2), full_matrices=False)
+    U, sig, Vh = _jacobi_svd(torch.cat([top, pad], dim=-2))
     keep = sig > rtol * sig.amax(dim=-1, keepdim=True)
     inv = torch.where(keep, 1.0 / torch.where(keep, sig, torch.ones_like(sig)), torch.zeros_like(sig))
     Uc = (U[..., :m, :].transpose(-1, -2) @ c.unsqueeze(-2).unsqueeze(-1)).squeeze(-1)  # (..., S, k)

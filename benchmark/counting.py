@@ -1,0 +1,135 @@
+"""Count what bounds a step on a GPU, on any device: host syncs, kernels, bytes moved, FLOPs (issue 24).
+
+:func:`counting` is a context manager that watches every ATen operation dispatched inside it (a
+``TorchDispatchMode``, so operations issued from C++ inside composite operators are seen too) and the
+Python-level reads that bypass the dispatcher (``Tensor.tolist``, ``Tensor.numpy``):
+
+* **host syncs**: operations that make the host wait for the device on CUDA: a scalar read
+  (``aten._local_scalar_dense``: ``.item()``, ``float(t)``, ``bool(t)``, ``if t:``), a read of a whole
+  tensor (``tolist``, ``numpy``), operators whose output shape depends on values (``nonzero``, boolean
+  indexing, ``masked_select``, ``unique``), and LAPACK-style operators whose error check reads an info
+  tensor (``_linalg_check_errors``; the SVD and eigh kernels check inside, see :data:`SYNC_OPS`);
+* **host tensors**: tensors made from Python values inside the block (``torch.tensor``:
+  ``aten.lift_fresh``), each a host-to-device copy on a GPU and something a CUDA graph cannot replay;
+* **kernels**: operations that compute (views, ``detach`` and allocations excluded), one launch each
+  when nothing is fused;
+* **bytes**: for each kernel, the bytes of its tensor inputs and outputs (an unfused count: what the
+  kernels would read and write if each went to memory);
+* **FLOPs**: ``torch.utils.flop_counter``'s count (matmuls and convolutions, forward and backward).
+
+On a CPU every tensor is on the host, so a read of a tensor that was built on the host counts as a sync
+too: code measured here keeps host-side values (schedules, step counts) as Python/numpy values.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+#: ATen operators that read the device on CUDA, and why (PyTorch 2.x sources: ``native/LinearAlgebra*``
+#: call ``at::_linalg_check_errors`` (an ``info.item()``) inside the SVD and eigh kernels; value-dependent
+#: output shapes need the count on the host).
+SYNC_OPS = {
+    "_local_scalar_dense": "a scalar read (.item(), float(), bool(), if t:)",
+    "_linalg_check_errors": "a solver's error check (info.item())",
+    "_linalg_svd": "torch.linalg.svd checks its info tensor on the host",
+    "_linalg_eigh": "torch.linalg.eigh checks its info tensor on the host",
+    "linalg_eigvalsh": "torch.linalg.eigvalsh checks its info tensor on the host",
+    "nonzero": "output shape depends on values",
+    "masked_select": "output shape depends on values",
+    "_unique2": "output shape depends on values",
+    "unique_dim": "output shape depends on values",
+    "unique_consecutive": "output shape depends on values",
+    "equal": "a boolean read",
+    "is_nonzero": "a boolean read",
+}
+_NOT_KERNELS = {"detach", "lift_fresh", "lift_fresh_copy", "empty", "empty_like", "empty_strided",
+                "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "alias",
+                "_to_copy_noop"}
+
+
+@dataclass
+class Counts:
+    syncs: int = 0
+    host_tensors: int = 0
+    kernels: int = 0
+    bytes: int = 0
+    flops: int = 0
+    sync_ops: collections.Counter = field(default_factory=collections.Counter)  # op -> syncs
+    kernel_ops: collections.Counter = field(default_factory=collections.Counter)
+
+    def __sub__(self, other: "Counts") -> "Counts":
+        return Counts(self.syncs - other.syncs, self.host_tensors - other.host_tensors,
+                      self.kernels - other.kernels, self.bytes - other.bytes, self.flops - other.flops,
+                      self.sync_ops - other.sync_ops, self.kernel_ops - other.kernel_ops)
+
+    def as_dict(self) -> dict:
+        return {"syncs": self.syncs, "host_tensors": self.host_tensors, "kernels": self.kernels,
+                "bytes": self.bytes, "flops": self.flops, "sync_ops": dict(self.sync_ops)}
+
+
+def _nbytes(x) -> int:
+    return x.numel() * x.element_size() if isinstance(x, torch.Tensor) else 0
+
+
+def _bool_index(args) -> bool:
+    indices = args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) else ()
+    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in indices)
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, counts: Counts):
+        super().__init__()
+        self.counts = counts
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func.overloadpacket.__name__
+        c = self.counts
+        if name in SYNC_OPS or (name in ("index", "index_put", "index_put_") and _bool_index(args)):
+            c.syncs += 1
+            c.sync_ops[name] += 1
+        if name in ("lift_fresh", "lift_fresh_copy"):
+            c.host_tensors += 1
+        if name in _NOT_KERNELS or func.is_view:
+            return out
+        c.kernels += 1
+        c.kernel_ops[name] += 1
+        c.bytes += sum(_nbytes(a) for a in tree_flatten((args, kwargs))[0]) + sum(_nbytes(o) for o in tree_flatten(out)[0])
+        return out
+
+
+@contextlib.contextmanager
+def counting():
+    """Count host syncs, host tensors, kernels, bytes and FLOPs of everything run inside (module docstring).
+
+    Yields a :class:`Counts`, filled when the block exits."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counts = Counts()
+    saved = {n: getattr(torch.Tensor, n) for n in ("tolist", "numpy")}
+
+    def reader(name):
+        orig = saved[name]
+
+        def read(self, *a, **k):
+            counts.syncs += 1
+            counts.sync_ops[name] += 1
+            return orig(self, *a, **k)
+        return read
+
+    flops = FlopCounterMode(display=False)
+    try:
+        for n in saved:
+            setattr(torch.Tensor, n, reader(n))
+        with flops, _Mode(counts):
+            yield counts
+    finally:
+        for n, f in saved.items():
+            setattr(torch.Tensor, n, f)
+        counts.flops = int(flops.get_total_flops())

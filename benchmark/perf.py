@@ -1,0 +1,122 @@
+"""Per-step counts of a federated round (issue 24): host syncs, kernels, bytes, FLOPs per local step, and
+the bound they imply on a named GPU (``fedrepro bench --counts``).
+
+A round is run through the engine as ``fedrepro bench`` runs it (``workloads.FederatedRound``: the job's
+executor, then aggregation) under :func:`benchmark.counting.counting`, once with E local epochs (or S
+local steps) and once with 2E (2S). What grows with the steps is the step's: per step = (count at 2E -
+count at E) / (steps at 2E - steps at E), where a step is one step of all clients at once (vectorized) or
+one client's step (sequential). What does not grow is the round's (set-up, aggregation).
+
+Two settings: *clean* (every client the same size, full batches: ``local_steps``) and *padded* (FedBAT
+Table 1's shape: clients of unequal size, ``local_epochs``, a partial last batch: padding rows and
+masked steps in the vectorized executor).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+#: Peak numbers of the GPUs the bound is stated for: (dense FP32 FLOP/s (non-tensor-core), TF32
+#: tensor-core FLOP/s (dense), memory bytes/s, launch floor s per kernel, source).
+GPUS = {
+    "H100-SXM": dict(fp32=67e12, tf32=494.7e12, bandwidth=3.35e12, launch=7e-6,
+                     source="NVIDIA H100 Tensor Core GPU datasheet (SXM5: FP32 67 TFLOPS, TF32 989 TFLOPS "
+                            "with sparsity = 494.7 dense, HBM3 3.35 TB/s); launch floor ~7 us/kernel is the "
+                            "issue-24 estimate (306 kernels -> 2.1 ms), not a datasheet number"),
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str  # "clean" | "padded"
+    model: str
+    input_shape: tuple[int, ...]
+    num_classes: int
+    clients: int
+    batch_size: int
+    sizes: tuple[int, ...]  # samples per client
+    epochs: int | None  # local epochs (padded) ...
+    steps: int | None  # ... or local steps (clean)
+
+
+def table1_settings(model: str = "fedbat_cnn", shape=(1, 28, 28), clients: int = 10, batch: int = 64
+                    ) -> list[Setting]:
+    """Table 1's shapes (the FedBAT CNN, B = 64, 10 clients); clients of 100-190 images so that the
+    padded setting has partial last batches and 2-3 steps per epoch (per-step counts do not depend on
+    how many steps there are)."""
+    sizes = tuple(100 + 10 * i for i in range(clients))
+    return [Setting("clean", model, shape, 10, clients, batch, (batch * 2,) * clients, None, 1),
+            Setting("padded", model, shape, 10, clients, batch, sizes, 1, None)]
+
+
+def _data(s: Setting, seed: int = 0):
+    import torch
+
+    from .federated_dataset import FederatedDataset
+
+    g = torch.Generator().manual_seed(seed)
+    clients = [(torch.randn(n, *s.input_shape, generator=g), torch.randint(0, s.num_classes, (n,), generator=g))
+               for n in s.sizes]
+    test = (torch.randn(s.num_classes, *s.input_shape, generator=g), torch.arange(s.num_classes))
+    return FederatedDataset.from_tensors(clients, test, name="perf-synthetic", num_classes=s.num_classes)
+
+
+def _round(s: Setting, algorithm: str, executor: str, scale: int, compile: bool, data):
+    """One round; ``executor="batched"``: two runs (learning rates 0.01 and 0.02) as one vectorized job."""
+    from . import plan
+    from .experiment import Experiment
+    from .workloads import FederatedRound
+
+    batched = executor == "batched"
+    executor = "vectorized" if batched else executor
+    exp = Experiment(algorithm=algorithm, dataset=data, model=s.model, num_clients=None,
+                     clients_per_round=s.clients, rounds=1, batch_size=s.batch_size, lr=0.01, seed=0,
+                     local_epochs=None if s.epochs is None else s.epochs * scale,
+                     local_steps=None if s.steps is None else s.steps * scale, eval_train_samples=None,
+                     divergence_factor=None, executor=executor, device="cpu",
+                     **({"compile": True} if compile else {}))
+    if batched:
+        return FederatedRound(plan.group_job([exp, dataclasses.replace(exp, lr=0.02)]))
+    return FederatedRound(exp)
+
+
+def _steps(fr, executor: str) -> int:
+    jobs = [j for p in fr.plans for j in p.jobs]
+    if executor == "sequential":  # one client's step
+        return sum(j.schedule.steps for j in jobs)
+    return max(j.schedule.steps for j in jobs)
+
+
+def step_counts(s: Setting, algorithm: str, executor: str, compile: bool = False) -> dict:
+    """Counts per local step and per round (module docstring) of ``algorithm`` on ``s`` with ``executor``."""
+    from .counting import counting
+
+    data, counts, steps = _data(s), [], []
+    for scale in (1, 2):
+        fr = _round(s, algorithm, executor, scale, compile, data)
+        fr()  # warm: caches, compilation
+        with counting() as c:
+            fr()
+        counts.append(c)
+        steps.append(_steps(fr, executor))
+    ds = steps[1] - steps[0]
+    d = counts[1] - counts[0]
+    per = {k: v / ds for k, v in d.as_dict().items() if k != "sync_ops"}
+    fixed = {k: counts[0].as_dict()[k] - per[k] * steps[0] for k in per}
+    per["sync_ops"] = {k: v / ds for k, v in d.sync_ops.items()}
+    return {"setting": s.name, "model": s.model, "algorithm": algorithm, "executor": executor,
+            "compile": compile, "clients": s.clients, "batch_size": s.batch_size, "per_step": per,
+            "per_round": fixed, "round_sync_ops": dict(counts[0].sync_ops)}
+
+
+def bound(per_step: dict, gpu: str = "H100-SXM", tf32: bool = False) -> dict:
+    """Lower bounds (seconds) on one step on ``gpu``: launches, memory traffic (unfused), arithmetic."""
+    g = GPUS[gpu]
+    t = {"launch_s": per_step["kernels"] * g["launch"], "memory_s": per_step["bytes"] / g["bandwidth"],
+         "compute_s": per_step["flops"] / (g["tf32"] if tf32 else g["fp32"])}
+    t["bound"] = max(t, key=t.get).removesuffix("_s")
+    return t
+
+
+def with_setting(s: Setting, **changes) -> Setting:
+    return dataclasses.replace(s, **changes)
