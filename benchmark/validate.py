@@ -15,8 +15,9 @@ quantized messages (FedBAT's 1-bit uplink) are held to it in their first round o
 within float rounding of 0 can take the other sign on another path or device, and the runs then differ
 by chance (on this CPU, FedBAT on the CNN: 7 of 4,899 sign bytes of one client flip in round 1, the
 losses differ by 4e-4 after 3 rounds); the table shows the difference over all rounds anyway.
-TF32 is switched off on CUDA while validating (it changes float rounding by design, ~1e-3); pass
-``--tf32`` to measure with it on. Torch runs one CPU thread (``--threads``). On a 2-core CPU the whole run
+The numerics policy (``benchmark.numerics``: TF32 off, deterministic algorithms off by default) is set
+by the same function the runs apply (``numerics.using``: every run started inside applies it, as
+``fedrepro run`` does) and stated in the result; pass ``--tf32`` to validate the policy with TF32 on. Torch runs one CPU thread (``--threads``). On a 2-core CPU the whole run
 takes about a minute.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import os
+import json
 import time
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -105,37 +106,6 @@ def identical(a, b) -> bool:
     return strip(a.history) == strip(b.history) and torch.equal(pa, pb)
 
 
-@contextlib.contextmanager
-def _deterministic():
-    import torch
-
-    before = torch.are_deterministic_algorithms_enabled()
-    env = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
-    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before)
-        if env is None:
-            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
-        else:
-            os.environ["CUBLAS_WORKSPACE_CONFIG"] = env
-
-
-@contextlib.contextmanager
-def _tf32(on: bool):
-    import torch
-
-    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = on
-    torch.backends.cudnn.allow_tf32 = on
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
-
-
 def run_paths(exp, paths: tuple[str, ...], device: str) -> dict:
     """path -> RunResult of ``exp`` on ``device`` (the batched path: a group of this run and the same
     cell at another seed and learning rate, of which this run's result is taken)."""
@@ -171,13 +141,15 @@ def validate(device: str | None = None, algorithms=ALGORITHMS, rounds: int = 3, 
     machine more threads only make the runs slower; the numbers do not depend on it beyond rounding)."""
     import torch
 
+    from . import numerics
     from .experiment import Experiment, code_version, environment
     from .plan import resolve_device, run
 
     dev = resolve_device(device)[0]
     t0 = time.perf_counter()
     rows, twice = [], []
-    with _tf32(tf32), _threads(threads):
+    policy = numerics.Numerics(tf32=bool(tf32))
+    with numerics.using(policy), _threads(threads):
         for pname, kw in problems(rounds).items():
             if problem_names is not None and pname not in problem_names:
                 continue
@@ -189,6 +161,7 @@ def validate(device: str | None = None, algorithms=ALGORITHMS, rounds: int = 3, 
                 got = run_paths(exp, PATHS, str(dev))
                 for path, res in got.items():
                     rows.append({"algorithm": alg, "problem": pname, "path": path, "device": str(dev),
+                             "numerics": res.environment["numerics"]["policy"],
                                  "executor_used": res.config.get("executor_used"), **compare(ref, res)})
                 # the same seed twice on the device, fast path
                 again = run(dataclasses.replace(exp, device=str(dev), executor="vectorized"))
@@ -197,7 +170,7 @@ def validate(device: str | None = None, algorithms=ALGORITHMS, rounds: int = 3, 
                          "difference": None if same else compare(got["vectorized"], again)}
                 if not same:
                     try:
-                        with _deterministic():
+                        with numerics.using(dataclasses.replace(policy, deterministic=True)):
                             d1 = run(dataclasses.replace(exp, device=str(dev), executor="vectorized"))
                             d2 = run(dataclasses.replace(exp, device=str(dev), executor="vectorized"))
                         entry["identical_with_deterministic_algorithms"] = identical(d1, d2)
@@ -211,7 +184,8 @@ def validate(device: str | None = None, algorithms=ALGORITHMS, rounds: int = 3, 
             "device": str(dev), "environment": environment(dev), "code_version": code_version(),
             "tolerance": {"rtol": RTOL, "atol": ATOL, "on": list(LOSS_KEYS), "bits": "equal",
                           "rounds": "all; the first for runs with quantized messages"},
-            "tf32": bool(tf32) if dev.type == "cuda" else None, "rounds": rounds,
+            "tf32": bool(tf32) if dev.type == "cuda" else None, "numerics": dataclasses.asdict(policy),
+            "numerics_in_runs": sorted({json.dumps(r["numerics"], sort_keys=True) for r in rows}), "rounds": rounds,
             "reference": "cpu, sequential executor", "comparisons": rows, "same_seed_twice": twice,
             "deterministic_algorithms_default": torch.are_deterministic_algorithms_enabled(),
             "wall_seconds": time.perf_counter() - t0, "ok": ok}

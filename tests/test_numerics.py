@@ -1,0 +1,36 @@
+"""The numerics policy (benchmark.numerics): applied by one function to runs and to validate, recorded."""
+import torch
+
+from benchmark import numerics, validate
+from benchmark.experiment import Experiment
+from benchmark.plan import run
+
+TINY = dict(dataset="digits", num_clients=3, rounds=1, local_steps=1, batch_size=16, eval_train_samples=50,
+            executor="vectorized", device="cpu")
+
+
+def test_applied_sets_and_restores_the_flags():
+    before = numerics._flags()
+    with numerics.applied(numerics.Numerics(tf32=True, deterministic=True)):
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+        assert torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic
+    assert numerics._flags() == before
+
+
+def test_a_run_applies_and_records_the_process_policy():
+    torch.backends.cudnn.allow_tf32 = True  # torch's own default: what runs used to leave on
+    r = run(Experiment(**TINY))
+    n = r.environment["numerics"]
+    assert n["policy"] == {"tf32": False, "deterministic": False} and not n["tf32_cudnn"] and not n["tf32_matmul"]
+    with numerics.using(numerics.Numerics(tf32=True)):
+        n = run(Experiment(**TINY)).environment["numerics"]
+    assert n["policy"]["tf32"] and n["tf32_cudnn"] and n["tf32_matmul"]
+    assert torch.backends.cudnn.allow_tf32  # restored after the run
+
+
+def test_validate_runs_under_the_policy_it_reports(monkeypatch):
+    """validate sets the policy with ``numerics.using`` and every run it compares applies and records it; a
+    validate that switched TF32 by hand (the old ``_tf32``) would show another policy in its runs."""
+    r = validate.validate("cpu", ("fedavg",), rounds=1, problem_names=("digits/mlp",), tf32=True)
+    assert r["numerics"] == {"tf32": True, "deterministic": False}
+    assert r["numerics_in_runs"] == ['{"deterministic": false, "tf32": true}']
