@@ -178,7 +178,7 @@ class LocalSetup:
     x: torch.Tensor  # the training inputs, gathered by index
     y: torch.Tensor
     optimizer: Any
-    round: int
+    round: Any  # an int (a 0-d tensor when the local update is compiled)
     record: bool = False  # collect diagnostics (algorithms.core.diagnose)
     weighted: bool = True  # some batch may hold zero-weight padding rows: BatchNorm weights its statistics
     trim_padding: bool = False  # sequential: a partial batch is cut to its real rows (ClientShare.lengths)
@@ -476,7 +476,10 @@ class VectorizedExecutor:
         idx, w, active = _pad_schedules(jobs)
         needs_mask = len({j.schedule.steps for j in jobs}) > 1  # decided on the host: no device read
         width = idx.shape[-1]
-        setup = LocalSetup(inputs.fmodel, inputs.x, inputs.y, inputs.optimizer, inputs.round, inputs.record,
+        # compiled: the round as a 0-d tensor, an input of the compiled code (an int would be a constant in it,
+        # recompiled every round)
+        round_ = torch.tensor(inputs.round, device=dev) if self.compile else inputs.round
+        setup = LocalSetup(inputs.fmodel, inputs.x, inputs.y, inputs.optimizer, round_, inputs.record,
                            weighted=any(n < width for j in jobs for n in j.schedule.lengths))
         clients = {"idx": idx.to(dev), "w": w.to(dev), "active": active.to(dev),
                    "rng_key": torch.stack([_rng_key(r.seed, inputs.round, j.client_id, dev) for r in runs for j in r.jobs]),

@@ -120,3 +120,49 @@ def bound(per_step: dict, gpu: str = "H100-SXM", tf32: bool = False) -> dict:
 
 def with_setting(s: Setting, **changes) -> Setting:
     return dataclasses.replace(s, **changes)
+
+
+def count_table(algorithms=("fedavg", "fedbat", "gradma"), executors=("sequential", "vectorized"),
+                settings: list[Setting] | None = None, compiled: tuple[tuple[str, str, str], ...] = (),
+                gpu: str = "H100-SXM", log=None) -> dict:
+    """Per-step counts of every (setting, algorithm, executor), and of the (setting, algorithm, executor)
+    triples in ``compiled`` with ``compile=True``; each row with its bound on ``gpu`` (:func:`bound`)."""
+    import os
+
+    settings = table1_settings() if settings is None else settings
+    cells = [(s, a, e, False) for s in settings for a in algorithms for e in executors]
+    cells += [(s, a, e, True) for s in settings for a in algorithms for e in executors
+              if (s.name, a, e) in compiled]
+    rows = []
+    for s, a, e, c in cells:
+        if log:
+            log(f"counting {s.name} {a} {e}{' compiled' if c else ''}")
+        r = step_counts(s, a, e, compile=c)
+        r["bound"] = bound(r["per_step"], gpu)
+        rows.append(r)
+    return {"gpu": gpu, "gpu_peaks": GPUS[gpu], "load": list(os.getloadavg()), "rows": rows,
+            "settings": [dataclasses.asdict(s) for s in settings]}
+
+
+def markdown(result: dict) -> str:
+    """The count table as markdown (per local step: all clients at once when vectorized, one client's step
+    when sequential)."""
+    g = result["gpu_peaks"]
+    lines = [f"Per local step, counted on the CPU (load average {', '.join(f'{v:.1f}' for v in result['load'])} "
+             "while counting; counts do not depend on load). Sequential: one client's step; vectorized and "
+             "batched: one step of all clients.",
+             "",
+             f"Bound on {result['gpu']}: launch = kernels x {g['launch'] * 1e6:g} us, memory = unfused bytes / "
+             f"{g['bandwidth'] / 1e12:g} TB/s, compute = FLOPs / {g['fp32'] / 1e12:g} TFLOP/s FP32 "
+             f"(TF32 off: the numerics policy). Source: {g['source']}.",
+             "",
+             "| setting | algorithm | executor | compiled | kernels | host syncs | host tensors | bytes (unfused) "
+             "| GFLOP | launch ms | memory ms | compute ms | bound | syncs per round |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        p, b = r["per_step"], r["bound"]
+        lines.append(f"| {r['setting']} | {r['algorithm']} | {r['executor']} | {'yes' if r['compile'] else 'no'} "
+                     f"| {p['kernels']:.0f} | {p['syncs']:g} | {p['host_tensors']:g} | {p['bytes'] / 1e9:.2f} GB "
+                     f"| {p['flops'] / 1e9:.2f} | {b['launch_s'] * 1e3:.2f} | {b['memory_s'] * 1e3:.2f} "
+                     f"| {b['compute_s'] * 1e3:.3f} | {b['bound']} | {r['per_round']['syncs']:.0f} |")
+    return "\n".join(lines) + "\n"

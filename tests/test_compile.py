@@ -20,8 +20,12 @@ def test_compile_is_hash_neutral_by_default():
 def test_compiled_step_equals_the_uncompiled_one():
     """Partial batches and unequal step counts (padding rows, masked steps), two rounds: one compiled
     shape reused in round 2 (the learning rate and downlink are arguments, not constants)."""
+    from torch._dynamo.utils import counters
+
     a = run(Experiment(**BASE))
+    graphs = counters["stats"]["unique_graphs"]
     b = run(Experiment(**BASE, compile=True))
+    assert counters["stats"]["unique_graphs"] - graphs == 1  # compiled once, not once per round
     assert b.execution["compile_seconds"] > 0 and "compile_seconds" not in a.execution
     for ha, hb in zip(a.history, b.history, strict=True):
         for k in ("local_loss", "train_loss", "test_loss"):

@@ -12,6 +12,8 @@ from ..bench import PRESETS, run_bench, table
 
 def cmd_bench(a) -> int:
     log = None if a.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    if a.counts:
+        return _counts(a, log)
     models = tuple(m.strip() for m in a.model.split(",") if m.strip()) if a.model else None
     # a BenchError or a ValueError (e.g. a model that does not fit the preset's inputs) is a bad input (cli.errors)
     result = run_bench(a.preset, models, a.device, a.clients, a.batch_size, a.local_steps, a.repeats, a.warmup,
@@ -26,6 +28,22 @@ def cmd_bench(a) -> int:
     print(text if a.json else table(result))
     ok = all(math.isfinite(s["vectorized_over_sequential"]) for s in result["configs"])
     return 0 if ok else 1
+
+
+def _counts(a, log) -> int:
+    from .. import perf
+
+    algs = tuple(x.strip() for x in (a.algorithms or "fedavg,fedbat,gradma").split(",") if x.strip())
+    compiled = tuple((s, alg, "vectorized") for s in ("clean", "padded") for alg in algs) if a.compile else ()
+    result = perf.count_table(algs, compiled=compiled, log=log)
+    text = json.dumps(result, indent=1) if a.json else perf.markdown(result)
+    if a.out:
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
+        with open(a.out, "w") as f:
+            f.write(text)
+        print(f"wrote {a.out}", file=sys.stderr)
+    print(text)
+    return 0 if all(r["per_step"]["syncs"] == 0 for r in result["rows"]) else 1
 
 
 def add_parser(sub) -> None:
@@ -54,6 +72,11 @@ def add_parser(sub) -> None:
                                                         "learning rates for 6; default 6; 0 skips it)")
     p.add_argument("--profile", metavar="FILE", help="also write torch.profiler tables (one vectorized round, one "
                                                       "limit round, one batched job per model) to FILE")
+    p.add_argument("--counts", action="store_true", help="instead of timing: count kernels, host syncs, unfused "
+                   "bytes and FLOPs per local step (FedBAT Table 1's shapes, clean and padded) and the bound they "
+                   "imply on an H100 (benchmark.perf); exit 1 if a step syncs")
+    p.add_argument("--algorithms", help="with --counts: comma-separated (default fedavg,fedbat,gradma)")
+    p.add_argument("--compile", action="store_true", help="with --counts: also count the compiled vectorized step")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--out", help="also write the JSON object to this file")
     p.set_defaults(func=cmd_bench)
