@@ -76,3 +76,14 @@ def test_sequential_trims_with_host_lengths():
     sch = ex.client_schedule(ex.np.arange(10), ex.np.random.default_rng(0), 1, None, 4)
     assert sch.lengths == (4, 4, 2)
     assert ex.Schedule(sch.idx, sch.w).lengths == (4, 4, 2)  # made from the weights when not given
+
+
+def test_bound_and_table():
+    b = perf.bound({"kernels": 1000, "bytes": 3.35e9, "flops": 6.7e9}, "H100-SXM")
+    assert b["launch_s"] == pytest.approx(7e-3) and b["memory_s"] == pytest.approx(1e-3)
+    assert b["compute_s"] == pytest.approx(1e-4) and b["bound"] == "launch"
+    row = {"setting": "padded", "algorithm": "fedavg", "executor": "vectorized", "compile": False,
+           "per_step": {"kernels": 1000, "syncs": 0, "host_tensors": 0, "bytes": 3.35e9, "flops": 6.7e9},
+           "per_round": {"syncs": 1}, "bound": b}
+    md = perf.markdown({"gpu": "H100-SXM", "gpu_peaks": perf.GPUS["H100-SXM"], "load": [1.0, 2.0, 3.0], "rows": [row]})
+    assert "| padded | fedavg | vectorized | no | 1000 | 0 | 0 | 3.35 GB | 6.70 | 7.00 | 1.00 | 0.100 | launch | 1 |" in md
