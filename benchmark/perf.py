@@ -10,6 +10,9 @@ one client's step (sequential). What does not grow is the round's (set-up, aggre
 Two settings: *clean* (every client the same size, full batches: ``local_steps``) and *padded* (FedBAT
 Table 1's shape: clients of unequal size, ``local_epochs``, a partial last batch: padding rows and
 masked steps in the vectorized executor).
+
+Compiled steps (``compile=True``) are not counted right yet: kernels that inductor fuses run outside the
+dispatcher, so only the operations it leaves to ATen are seen (a lower bound on launches, not bytes).
 """
 from __future__ import annotations
 

@@ -34,8 +34,7 @@ def _counts(a, log) -> int:
     from .. import perf
 
     algs = tuple(x.strip() for x in (a.algorithms or "fedavg,fedbat,gradma").split(",") if x.strip())
-    compiled = tuple((s, alg, "vectorized") for s in ("clean", "padded") for alg in algs) if a.compile else ()
-    result = perf.count_table(algs, compiled=compiled, log=log)
+    result = perf.count_table(algs, log=log)
     text = json.dumps(result, indent=1) if a.json else perf.markdown(result)
     if a.out:
         os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
@@ -76,7 +75,6 @@ def add_parser(sub) -> None:
                    "bytes and FLOPs per local step (FedBAT Table 1's shapes, clean and padded) and the bound they "
                    "imply on an H100 (benchmark.perf); exit 1 if a step syncs")
     p.add_argument("--algorithms", help="with --counts: comma-separated (default fedavg,fedbat,gradma)")
-    p.add_argument("--compile", action="store_true", help="with --counts: also count the compiled vectorized step")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--out", help="also write the JSON object to this file")
     p.set_defaults(func=cmd_bench)
