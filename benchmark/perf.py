@@ -2,7 +2,8 @@
 the bound they imply on a named GPU (``fedrepro bench --counts``).
 
 A round is run through the engine as ``fedrepro bench`` runs it (``workloads.FederatedRound``: the job's
-executor, then aggregation) under :func:`benchmark.counting.counting`, once with E local epochs (or S
+executor, then aggregation, counted apart as ``server``) with its local training under
+:func:`benchmark.counting.counting`, once with E local epochs (or S
 local steps) and once with 2E (2S). What grows with the steps is the step's: per step = (count at 2E -
 count at E) / (steps at 2E - steps at E), where a step is one step of all clients at once (vectorized) or
 one client's step (sequential). What does not grow is the round's (set-up, aggregation).
@@ -92,15 +93,20 @@ def _steps(fr, executor: str) -> int:
 
 def step_counts(s: Setting, algorithm: str, executor: str, compile: bool = False) -> dict:
     """Counts per local step and per round (module docstring) of ``algorithm`` on ``s`` with ``executor``."""
+    from . import engine
     from .counting import counting
 
-    data, counts, steps = _data(s), [], []
+    data, counts, steps, servers = _data(s), [], [], []
     for scale in (1, 2):
         fr = _round(s, algorithm, executor, scale, compile, data)
         if scale == 1 or compile:
             fr()  # warm: caches (the second round shares them), compilation (a new shape)
-        with counting() as c:
-            fr()
+        with counting() as c:  # the clients' local training only: the server's work (e.g. GradMA's
+            outs = engine.local_training(fr.runs, fr.plans, fr.executor, fr.hypers, [()] * len(fr.runs))
+        with counting() as server:  # active-set QP) varies from round to round and is counted apart
+            for run, p, o in zip(fr.runs, fr.plans, outs):
+                engine.aggregate(run, p.round, p.ids, p.jobs, o, p.lr)
+        servers.append(server)
         counts.append(c)
         steps.append(_steps(fr, executor))
     ds = steps[1] - steps[0]
@@ -110,7 +116,8 @@ def step_counts(s: Setting, algorithm: str, executor: str, compile: bool = False
     per["sync_ops"] = {k: v / ds for k, v in d.sync_ops.items()}
     return {"setting": s.name, "model": s.model, "algorithm": algorithm, "executor": executor,
             "compile": compile, "clients": s.clients, "batch_size": s.batch_size, "per_step": per,
-            "per_round": fixed, "round_sync_ops": dict(counts[0].sync_ops)}
+            "per_round": fixed, "round_sync_ops": dict(counts[0].sync_ops),
+            "server": servers[0].as_dict()}  # aggregation of the first round (not per step)
 
 
 def bound(per_step: dict, gpu: str = "H100-SXM", tf32: bool = False) -> dict:
