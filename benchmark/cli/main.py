@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from . import bench, claims, listing, report, run, theory, tune, validate
+from . import bench, claims, listing, report, run, status, theory, tune, validate
 from .errors import run_command
 
 
@@ -13,7 +13,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "algorithms, with theory checks.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    for module in (run, listing, theory, bench, report, validate, tune, claims):
+    for module in (run, status, listing, theory, bench, report, validate, tune, claims):
         module.add_parser(sub)
     return p
 
