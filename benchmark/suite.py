@@ -30,7 +30,8 @@ from .experiment import DICT_FIELDS, Experiment
 
 SUITES_DIR = Path(__file__).parent / "suites"
 TOP_KEYS = ("name", "description", "paper", "requires", "metric", "defaults", "matrix", "override", "reference",
-            "notes", "scale")
+            "notes", "scale", "divergence_factor")
+DIVERGENCE = "divergence_factor"  # the divergence rule (benchmark.engine): a number > 1, or false (off) in a suite
 SCALES = ("paper", "reduced")  # "paper": the paper's own setting, its numbers are comparable; else orientation only
 FIELDS = tuple(f.name for f in dataclasses.fields(Experiment))
 
@@ -238,7 +239,7 @@ def _cells(where: str, defaults: dict, matrices: list[dict], overrides: list[dic
                     cfg = _apply(cfg, o.get("set", {}))
             check_option_keys(cfg, f"{where}: cell {cfg}")
             try:
-                exp = Experiment(**cfg)
+                exp = Experiment(**divergence_rule(cfg, where))
                 exp.validate()
             except (TypeError, ValueError) as e:
                 raise SuiteError(f"{where}: invalid cell {cfg}: {e}") from None
@@ -253,6 +254,16 @@ def _cells(where: str, defaults: dict, matrices: list[dict], overrides: list[dic
         if not any(c.references and r in c.references for c in cells):
             raise _no_match_error(f"{where} [[reference]] #{i + 1}", r.match, [c.experiment.config() for c in cells])
     return cells
+
+
+def divergence_rule(cfg: dict, where: str) -> dict:
+    """``cfg`` with the suite spelling of the divergence rule made an Experiment's: ``false`` switches it off
+    (None: only NaN/inf count as diverged); ``true`` names no factor and is an error."""
+    v = cfg.get(DIVERGENCE)
+    if v is True:
+        raise SuiteError(f"{where}: {DIVERGENCE} = true names no factor: give a number > 1 (e.g. 100, the default) or "
+                         "false to switch the rule off")
+    return {**cfg, DIVERGENCE: None} if v is False else cfg
 
 
 def load_suite(name_or_path: str | Path) -> Suite:
@@ -273,6 +284,10 @@ def load_suite(name_or_path: str | Path) -> Suite:
                          f"references are comparable), got {raw.get('scale')!r}")
     defaults = raw.get("defaults", {})
     _check_fields(defaults, f"{where} [defaults]")
+    if DIVERGENCE in raw:  # the suite's divergence rule, for every cell
+        if DIVERGENCE in defaults:
+            raise SuiteError(f"{where}: {DIVERGENCE} is set both at the top level and in [defaults]: keep one")
+        defaults = {**defaults, DIVERGENCE: raw[DIVERGENCE]}
     matrices = _matrices(raw, where)
     overrides = raw.get("override", [])
     _check_overrides(overrides, where)
