@@ -145,7 +145,10 @@ class Claims:
 
     # ---- life
     def __enter__(self) -> "Claims":
+        from .store import clean_stale_temps
+
         self.dir.mkdir(parents=True, exist_ok=True)
+        clean_stale_temps(self.dir)  # left by runners killed while claiming
         self._thread = threading.Thread(target=self._beat, name="claims-heartbeat", daemon=True)
         self._thread.start()
         return self
@@ -156,6 +159,10 @@ class Claims:
             self._thread.join(timeout=5)
         for key in list(self.held):
             self.release(key)
+        try:
+            self.dir.rmdir()  # the folder is left as one runner leaves it (another runner's claims keep it)
+        except OSError:
+            pass
 
     def _beat(self) -> None:
         while not self._stop.wait(self.ttl / 4):
@@ -184,7 +191,11 @@ class Claims:
     def _temp(self, key: str) -> str:
         body = {"runner": self.runner, "host": self.host, "boot_id": _boot_id(), "pid": self.pid,
                 "pid_start": _pid_start(self.pid), "started": time.time(), "cell": key}
-        fd, tmp = tempfile.mkstemp(prefix=f".{key}.{self.pid}.", suffix=".tmp", dir=self.dir)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{key}.{self.pid}.", suffix=".tmp", dir=self.dir)
+        except FileNotFoundError:  # another runner, finishing, removed the empty folder
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{key}.{self.pid}.", suffix=".tmp", dir=self.dir)
         with os.fdopen(fd, "w") as f:
             json.dump(body, f)
         return tmp

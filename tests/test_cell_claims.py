@@ -34,7 +34,7 @@ def test_a_live_claim_is_respected_and_released(tmp_path):
         assert (claim.runner, claim.pid) == ("a", os.getpid()) and claim.expired(30) is None
         a.release("c1")
         assert b.try_claim("c1")
-    assert not list(cell_claims.claims_dir(tmp_path).iterdir()), "claims and temporary files are all removed"
+    assert not cell_claims.claims_dir(tmp_path).exists(), "claims, temporary files and their folder are all removed"
 
 
 def test_a_claim_without_heartbeat_expires_after_the_ttl(tmp_path):
