@@ -140,3 +140,23 @@ def test_a_failed_batched_job_runs_its_cells_alone(tmp_path, monkeypatch, capsys
     counts = runner.run_experiments(exps, tmp_path, progress=False)
     assert counts["ok"] == 3 and "running its unfinished cells one by one" in capsys.readouterr().err
     assert all("group_runs" not in r["execution"] for r in store.read_records(tmp_path))
+
+
+def test_the_cli_dry_run_plans_with_its_backend_and_executor(tmp_path, capsys):
+    """``fedrepro run --suite ... --dry-run`` plans as the run would: the process backend and an explicit
+    ``--executor sequential`` run every cell alone, each with its reason printed (planted defect: the CLI
+    not passing ``--backend`` to the planner would batch the fedavg cells)."""
+    from benchmark.cli.main import main
+
+    path = tmp_path / "planned.toml"
+    path.write_text(SUITE)
+    base = ["run", "--suite", str(path), "--dry-run", "--results", str(tmp_path)]
+    assert main(base) == 0
+    out = capsys.readouterr().out
+    assert "5 job(s)" in out and "executor (1 job): vectorized: batched: 4 runs" in out
+    assert main(base + ["--backend", "process"]) == 0
+    out = capsys.readouterr().out
+    assert "8 job(s)" in out and "backend process: its workers run cells in parallel instead" in out
+    assert main(base + ["--executor", "sequential"]) == 0
+    out = capsys.readouterr().out
+    assert "8 job(s)" in out and "executor (8 jobs): sequential: asked for" in out
