@@ -69,7 +69,7 @@ def folder_status(folder: Path, suite=None, model: cost.CostModel | None = None,
            "cells": len(cells) if cells is not None else None,
            "ok": sum(s == "ok" for s in status.values()), "diverged": sum(s == "diverged" for s in status.values()),
            "failed": len(failed), "running": running, "stalled": stalled, "failed_cells": failed,
-           "unreadable": [f"{u.path.name}: {u.reason}" for u in unreadable], "pending": None, "seconds_left": None,
+           "unreadable": [f"{u.path.name}: {u.reason}" for u in unreadable], "pending": None, "seconds_left": None, "pace": None,
            "runners": sorted({c["runner"] for c in running})}
     out["done"] = out["ok"] + out["diverged"]
     if cells is not None:
@@ -79,7 +79,21 @@ def folder_status(folder: Path, suite=None, model: cost.CostModel | None = None,
                                                                       if c["cell"] in cells],
                                             [c["since_s"] for c in running + stalled if c["cell"] in cells],
                                             model, device)
+        out["pace"] = _pace([r for r in by_hash.values() if r["status"] in store.FINISHED], cells, model, device)
     return out
+
+
+def _pace(done: list[dict], cells: dict, model, device) -> float | None:
+    """How many times longer than the cost model's estimate (each cell alone, as the time left is estimated) this
+    folder's finished cells took: their wall time, a batched run's share of its job's (a loaded machine, a slower
+    device); None without a model or a finished cell."""
+    if model is None or not done:
+        return None
+    shares = [(r["final"]["wall_time"] / max(1, (r.get("execution") or {}).get("group_runs") or 1), cells[r["config_hash"]])
+              for r in done if r["final"].get("wall_time")]
+    est = plan.estimate_cells([e for _, e in shares], device, model)["seconds"] if shares else None
+    wall = sum(w for w, _ in shares)
+    return wall / est if est and wall else None
 
 
 def _seconds_left(todo: list, running: list, elapsed: list, model, device) -> float | None:
@@ -157,4 +171,7 @@ def _render_folder(f: dict, st: dict) -> str:
                                         else f"{cost.human_seconds(left)} of work on {st['device']}"
                                         + (f", about {cost.human_seconds(left / n)} with the {n} runners now at work"
                                            if n > 1 else "") + f" (cost model: {st['cost_model']})"))
+        if left and f["pace"]:
+            lines.append(f"  at the pace of the {f['done']} finished cells ({f['pace']:.1f} x the cost model's "
+                         f"estimate): about {cost.human_seconds(left * f['pace'] / n)} left")
     return "\n".join(lines)

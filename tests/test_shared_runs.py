@@ -237,11 +237,12 @@ def test_status_counts_running_stalled_failed_and_pending(tmp_path, capsys):
     assert (f["cells"], f["done"], f["failed"], f["pending"]) == (6, 2, 1, 1)
     assert [c["runner"] for c in f["running"]] == ["me"] and [c["runner"] for c in f["stalled"]] == ["gone-1"]
     assert f["failed_cells"][0]["message"] == "last line of the error"
+    assert f["seconds_left"] > 0 and f["pace"] > 0  # the shipped bench results give a cost model
     out = capsys.readouterr().out
     assert "done 2 (ok 2, diverged 0) | running 1 | stalled 1 | failed 1 | pending 1" in out
     assert "running: 1 cell(s) by runner me" in out and "the next runner takes it over" in out
     assert "failed: " + cells[2].config_hash() in out and "last line of the error" in out
-    assert "time left: " in out
+    assert "time left: " in out and "at the pace of the 2 finished cells" in out
 
 
 def test_status_of_a_root_without_a_suite_file_and_watch(tmp_path):
