@@ -204,6 +204,9 @@ class Claims:
         """Claim cell ``key`` for this runner: True if it holds it now (new, already its own, or taken over
         from a runner that is gone), False if a live runner holds it."""
         path = self._path(key)
+        held = read_claim(path)  # a look first: a waiting runner polls many claims, most of them live
+        if held is not None and (held.runner == self.runner or held.expired(self.ttl) is None):
+            return held.runner == self.runner
         tmp = self._temp(key)
         try:
             try:
