@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 import algorithms
-from algorithms.core import optim
+from algorithms.core import optim, plugins
 
 from . import cost, engine, store
 from . import executors as ex
@@ -114,6 +114,9 @@ class Experiment:
         d["model"] = self.model if isinstance(self.model, str) else _qualname(self.model)
         if self.local_steps is not None:
             d["local_epochs"] = None
+        source = plugins.source_sha256(self.algorithm) if isinstance(self.algorithm, str) else None
+        if source:  # an algorithm from a plugin: its code is part of what is computed (built-ins: no key)
+            d["algorithm_source"] = f"sha256:{source}"
         return d
 
     def config_hash(self) -> str:
@@ -192,6 +195,16 @@ def code_version() -> dict:
     except (OSError, subprocess.SubprocessError):
         pass
     return {"package": pkg, "git_commit": commit, "git_dirty": dirty}
+
+
+def run_code_version(algorithm: str) -> dict:
+    """``code_version()`` and, when plugins are loaded or the algorithm is not a built-in, ``plugins``: the
+    provenance of each (origin, sha256 of its source, the names it registered; ``algorithms.core.plugins``)."""
+    loaded = [p.provenance() for p in plugins.loaded()]
+    own = plugins.algorithm_provenance(algorithm) if isinstance(algorithm, str) else None
+    if own is not None and own not in loaded:
+        loaded.append(own)
+    return {**code_version(), "plugins": loaded} if loaded else code_version()
 
 
 def environment(device: torch.device) -> dict:
@@ -493,7 +506,7 @@ def make_result(exp: Experiment, p: Prepared, out: engine.LoopResult, wall: floa
     env = environment(p.device)
     if threads_rule:
         env["threads_rule"] = threads_rule
-    return RunResult(config, config_hash(config), code_version(), env, p.partition,
+    return RunResult(config, config_hash(config), run_code_version(exp.algorithm), env, p.partition,
                      out.history, {**final_metrics(out.history, wall), "num_params": p.fmodel.layout.size},
                      out.status, out.message, module.eval(), execution,
                      {"fingerprint": config["init_fingerprint"]} if init is not None else p.initial_model)
