@@ -323,10 +323,14 @@ def algorithm_provenance(name: str) -> dict | None:
     """Where the algorithm registered as ``name`` comes from, when not from ``algorithms/``: its plugin's
     provenance, or (registered by other code, e.g. a script) its module's file and sha256. None for a built-in
     or an unknown name."""
+    algs = _TRACKED["algorithms"]
+    if name not in algs.entries:  # not looked up yet (a fresh worker): what a lookup would load, first
+        algs.load_builtins()
+        load_installed("algorithms")
     p = plugin_of("algorithms", name)
     if p is not None:
         return p.provenance()
-    entry = _TRACKED["algorithms"].entries.get(name) if "algorithms" in _TRACKED else None
+    entry = algs.entries.get(name)
     module = getattr(entry, "__module__", "") or ""
     if entry is None or module == "algorithms" or module.startswith("algorithms."):
         return None

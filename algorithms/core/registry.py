@@ -146,7 +146,8 @@ def get_class(name: str):
 
         close = difflib.get_close_matches(name, _REGISTRY, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"unknown algorithm {name!r}.{hint} Known: {', '.join(sorted(_REGISTRY))}") from None
+        raise ValueError(f"unknown algorithm {name!r}.{hint} Known: {', '.join(sorted(_REGISTRY))} (one of your own: "
+                         "load its file with --plugin FILE.py)") from None
 
 
 plugins.track("algorithms", _REGISTRY, register, load_builtins)

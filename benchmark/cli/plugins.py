@@ -7,6 +7,7 @@ loaded is reported as a bad input, naming the file and the error."""
 from __future__ import annotations
 
 import functools
+import sys
 
 HELP = ("load algorithms / compression transforms from a plugin: a .py file or an importable module "
         "(repeatable; README, 'Add your own algorithm')")
@@ -24,7 +25,9 @@ def loading(func):
         from algorithms.core import plugins
 
         for spec in getattr(a, "plugin", None) or []:
-            plugins.load(spec)
+            p = plugins.load(spec)
+            names = ", ".join(n for kind in p.names.values() for n in kind) or "nothing"
+            print(f"fedrepro: plugin {p.describe()} (sha256 {p.sha256[:16]}) registers {names}", file=sys.stderr)
         return func(a)
 
     return command
