@@ -52,16 +52,17 @@ class _Tracked:
     and how to import its built-ins first."""
 
     entries: dict
-    register: Callable[[Any], Any]
+    add: Callable[[Any], Any]  # the registry's register function
     load_builtins: Callable[[], None]
 
 
 _TRACKED: dict[str, _Tracked] = {}  # "algorithms" / "transforms" -> its registry
 
 
-def track(kind: str, entries: dict, register: Callable[[Any], Any], load_builtins: Callable[[], None]) -> None:
-    """Called by a registry when it is imported (``registry``, ``compress.registry``)."""
-    _TRACKED[kind] = _Tracked(entries, register, load_builtins)
+def track(kind: str, entries: dict, add: Callable[[Any], Any], load_builtins: Callable[[], None]) -> None:
+    """Called by a registry when it is imported (``registry``, ``compress.registry``): its entries, its register
+    function and its loader of built-ins."""
+    _TRACKED[kind] = _Tracked(entries, add, load_builtins)
 
 
 @dataclass
@@ -295,7 +296,7 @@ def _load_entry_point(ep, kind: str) -> Plugin:
     try:
         obj = ep.load()
         if not isinstance(obj, ModuleType) and getattr(obj, "name", None) not in _TRACKED[kind].entries:
-            _TRACKED[kind].register(obj)
+            _TRACKED[kind].add(obj)
     except BaseException as e:  # noqa: BLE001
         _rollback(before, None)
         raise PluginError(f"plugin entry point {origin['entry_point']!r} of {origin['distribution']} "
