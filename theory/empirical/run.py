@@ -1,20 +1,26 @@
-"""Run a paper's empirical claims at a scale: the cells through the benchmark's runner (resumable, records in
-the store), then the paired verdicts.
+"""Run a paper's empirical claims at a scale, look by look, until each claim is decided or the paper's budget is
+spent: the cells through the benchmark's runner (resumable: records keyed by config hash, so a rerun replays
+the finished looks from their records and goes on), the verdicts through ``judge``.
 
-CPU scale: for every (setting, arm) the claims need, the tuning cells of ``benchmark.tuning`` (all arms' at
-once), the selection on the validation split, then the final cells on the scale's fresh seeds (all at once).
-Full scale: the matching cells of the paper suite (``FullScale.suite``), run where missing unless told not to.
+CPU scale: every (setting, arm) the claims need is tuned by ``benchmark.tuning`` (all tuning cells in one
+call of the runner), then the final seeds run in looks (``paper.BUDGET.looks``, e.g. 5, 10, 20, 40 paired
+seeds): at each look the arms of the comparisons still open get their next seeds, all in one call of the
+runner (which batches one arm's seeds into one job), and the comparisons and claims that are decided stop.
+Before each look the paper's CPU time so far (its cells' wall times as recorded, a batched run counting its
+share of the batch) is checked against ``paper.BUDGET.cpu_minutes``; a look that starts is finished. Quick
+scale: one look of the quick scale's seeds, a smoke test. Full scale: the matching cells of the paper suite
+(``FullScale.suite``), run where missing unless told not to, judged in one look of the suite's seeds.
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 from benchmark import runner, store, tuning
 from benchmark.experiment import code_version
 
-from . import paired
-from .claim import INCONCLUSIVE
+from .judge import Judge
 from .scale import CpuScale, FullScale, arm_matches
 
 
@@ -45,37 +51,62 @@ def _records(folder: Path) -> dict[str, dict]:
     return {r["config_hash"]: r for r in store.read_records(folder)}
 
 
-def run_cpu(paper, scale: CpuScale, folder: Path, backend: str, jobs, progress: bool) -> tuple[dict, dict, dict]:
+def cell_seconds(recs: dict, exps) -> float:
+    """Summed wall time of the cells' runs as recorded, a batched run counting its share of the batch (its
+    record holds the whole batch's time): what the claims cost, whenever the report is written."""
+    total = 0.0
+    for h in {e.config_hash() for e in exps}:
+        r = recs.get(h) or {}
+        wall = (r.get("final") or {}).get("wall_time") or 0.0
+        total += wall / max(1, int((r.get("execution") or {}).get("group_runs") or 1))
+    return float(total)
+
+
+def _add(counts: dict, more: dict) -> dict:
+    return {k: counts.get(k, 0) + more.get(k, 0) for k in set(counts) | set(more)}
+
+
+def run_cpu(paper, scale: CpuScale, folder: Path, looks: tuple, seeds: tuple, cpu_minutes: float, backend: str,
+            jobs, progress: bool) -> tuple[Judge, dict, dict]:
+    """Tune, then run and judge the looks (see the module docstring); returns the judge, the tuning summary
+    and the cell counts (with "cell_seconds")."""
     pairs = needed(paper.CLAIMS)
     bases = {(s, a): scale.base(s, paper.ARMS[a]) for s, a in pairs}
     plans = {(s, a): scale.plan(a) for s, a in pairs}
-    tune_exps = [e for k in pairs for _, _, e in tuning.tuning_cells(bases[k], plans[k])]
-    counts = runner.run_experiments(tune_exps, folder, backend, jobs, progress=progress,
-                                    desc=f"{paper.PAPER}: tuning")
-    recs = _records(folder)
-    tuned = {}
-    for k in pairs:
-        rec = tuning.select(bases[k], plans[k], recs)
-        store.write_json_atomic(folder / "tuning" / f"{rec['key']}.json", rec)
-        tuned[k] = rec
-    finals = {k: tuning.final_cells(bases[k], tuned[k]["choice"], plans[k]) for k in pairs}
-    c2 = runner.run_experiments([e for k in pairs for e in finals[k]], folder, backend, jobs, progress=progress,
-                                desc=f"{paper.PAPER}: final runs")
-    counts = {s: counts.get(s, 0) + c2.get(s, 0) for s in set(counts) | set(c2)}
-    recs = _records(folder)
-    counts["cell_seconds"] = cell_seconds(recs, tune_exps + [e for k in pairs for e in finals[k]])
-    runs = {k: {e.seed: recs.get(e.config_hash()) for e in finals[k]} for k in pairs}
-    runs = {k: {s: r for s, r in v.items() if r is not None} for k, v in runs.items()}
+    recs_t, counts = tuning.tune_all([(bases[k], plans[k]) for k in pairs], folder, backend, jobs, progress,
+                                     desc=f"{paper.PAPER}: tuning")
+    tuned = dict(zip(pairs, recs_t))
+    planned = [e for k in pairs for _, _, e in tuning.tuning_cells(bases[k], plans[k])]
+    judge, prev = Judge(paper.CLAIMS, looks), 0
+
+    def finals(keys, chunk):
+        return [e for k in keys for e in tuning.final_cells(bases[k], tuned[k]["choice"], plans[k], chunk)]
+
+    for k, n in enumerate(looks):
+        if cell_seconds(_records(folder), planned) >= 60 * cpu_minutes:
+            judge.finish("cpu")
+            break
+        exps = finals(judge.needed(), seeds[prev:n])
+        counts = _add(counts, runner.run_experiments(exps, folder, backend, jobs, progress=progress,
+                                                     desc=f"{paper.PAPER}: look {k + 1} ({n} seeds)"))
+        planned += exps
+        recs = _records(folder)
+        judge.look(k, {key: {e.seed: recs[e.config_hash()] for e in finals([key], seeds[:n])
+                             if e.config_hash() in recs} for key in pairs}, seeds[:n])
+        prev = n
+        if judge.tracker.done:
+            break
+    counts["cell_seconds"] = cell_seconds(_records(folder), planned)
     summary = {f"{s} / {a}": {"choice": t["choice"], "chosen_index": t["chosen_index"], "complete": t["complete"],
                              "all_failed": t["all_failed"], "key": t["key"],
                              "points": [{"point": p["point"], "mean": p["mean"],
                                          "validation_accuracy": p["validation_accuracy"]} for p in t["points"]]}
                for (s, a), t in tuned.items()}
-    return runs, summary, counts
+    return judge, summary, counts
 
 
 def run_full(paper, scale: FullScale, results_root, version, backend: str, jobs, progress: bool,
-             run_missing: bool) -> tuple[dict, dict, dict]:
+             run_missing: bool) -> tuple[Judge, dict, dict]:
     suite = runner.load_suite(scale.suite)
     folder = runner.results_dir(results_root, suite.name, version)
     pairs = needed(paper.CLAIMS)
@@ -93,49 +124,87 @@ def run_full(paper, scale: FullScale, results_root, version, backend: str, jobs,
     recs = _records(folder) if folder.is_dir() else {}
     counts = {**counts, "cell_seconds": cell_seconds(recs, [e for k in pairs for e in picked[k]])}
     runs = {k: {e.seed: recs[e.config_hash()] for e in picked[k] if e.config_hash() in recs} for k in pairs}
+    seeds = sorted({e.seed for k in pairs for e in picked[k]})
+    judge = Judge(paper.CLAIMS, (max(2, len(seeds)),))
+    judge.look(0, runs, seeds)
     summary = {f"{s} / {a}": {"suite": suite.name, "cells": len(picked[(s, a)]),
                              "with_records": len(runs[(s, a)])} for s, a in pairs}
-    return runs, summary, counts
-
-
-def cell_seconds(recs: dict, exps) -> float:
-    """Summed wall time of the cells' runs as recorded (each in one process): what the claims cost, whenever the
-    report is written (a resumed run skips finished cells)."""
-    return float(sum((recs.get(e.config_hash()) or {}).get("final", {}).get("wall_time") or 0.0
-                     for e in {e.config_hash(): e for e in exps}.values()))
+    return judge, summary, counts
 
 
 def run_paper(paper, scale: str = "cpu", results_root="results", version: str | None = None,
               backend: str = "local", jobs: int | None = None, progress: bool = True,
-              run_missing: bool = True) -> dict:
-    """Run (or resume) and judge ``paper``'s claims at ``scale`` ("cpu", "quick" or "full")."""
+              run_missing: bool = True, looks: tuple | None = None) -> dict:
+    """Run (or resume) and judge ``paper``'s claims at ``scale`` ("cpu", "quick" or "full"). ``looks``
+    replaces the budget's looks (e.g. (5,): one fixed look of 5 seeds). The dict is ``report.py``'s paper
+    entry."""
     t0 = time.perf_counter()
-    if scale in ("cpu", "quick"):
-        sc = paper.CPU if scale == "cpu" else paper.CPU.quick()
-        folder = runs_folder(results_root, version, scale)
-        runs, tuned, counts = run_cpu(paper, sc, folder, backend, jobs, progress)
+    budget = paper.BUDGET
+    if scale == "cpu":
+        sc, looks = paper.CPU, tuple(looks or budget.looks)
+        judge, tuned, counts = run_cpu(paper, sc, runs_folder(results_root, version, scale), looks,
+                                       tuple(range(looks[-1])), budget.cpu_minutes, backend, jobs, progress)
+    elif scale == "quick":
+        sc = paper.CPU.quick()
+        judge, tuned, counts = run_cpu(paper, sc, runs_folder(results_root, version, scale),
+                                       (len(sc.final_seeds),), tuple(sc.final_seeds), float("inf"), backend, jobs,
+                                       progress)
     elif scale == "full":
         sc = paper.FULL
-        runs, tuned, counts = run_full(paper, sc, results_root, version, backend, jobs, progress, run_missing)
+        judge, tuned, counts = run_full(paper, sc, results_root, version, backend, jobs, progress, run_missing)
     else:
         raise ValueError(f"scale must be cpu, quick or full, got {scale!r}")
-    results = judge(paper.CLAIMS, runs)
+    results = judge.results()
     for r in results:
         r["scale"] = sc.name
     return {"paper": paper.PAPER, "title": paper.TITLE, "scale": sc.describe(), "claims": results,
+            "budget": {"looks": list(judge.looks), "cpu_minutes": budget.cpu_minutes, "reason": budget.reason},
             "tuning": tuned, "cells": counts, "seconds": time.perf_counter() - t0}
 
 
-def judge(claims, runs: dict) -> list[dict]:
-    """Verdicts for ``claims`` from the final records ``runs[(setting, arm)] = {seed: record}``."""
-    pr = {c.id: [paired.pair(comp, c.metric, runs.get((comp.setting, comp.a), {}),
-                             runs.get((comp.setting, comp.b), {})) for comp in c.comparisons] for c in claims}
-    decided = paired.decide(claims, pr)
-    out = []
-    for c, d in zip(claims, decided):
-        row = {"id": c.id, "paper": c.paper, "source": c.source, "quote": c.quote, "statement": c.statement,
-               "metric": c.metric, "direction": c.direction, **d}
-        if all(not comp["n"] for comp in d["comparisons"]):
-            row["verdict"], row["reason"] = INCONCLUSIVE, "no paired runs"
-        out.append(row)
-    return out
+def judge(claims, runs: dict, looks: tuple | None = None) -> list[dict]:
+    """Verdicts for ``claims`` from final records ``runs[(setting, arm)] = {seed: record}``, looking at the
+    first n seeds for each n in ``looks`` (default: one look of all the seeds there are)."""
+    seeds = sorted({s for v in runs.values() for s in v})
+    looks = tuple(looks or (max(2, len(seeds)),))
+    j = Judge(claims, looks)
+    for k, n in enumerate(looks):
+        j.look(k, runs, seeds[:n])
+        if j.tracker.done:
+            break
+    return j.results()
+
+
+def report_folder(results_root, scale: str, paper: str | None = None, out=None) -> Path:
+    """Where ``fedrepro claims`` writes: results/claims/<version>[/<scale>][/partial/<paper>], or ``out``. One
+    paper never overwrites the whole report, nor another paper's."""
+    if out:
+        return Path(out)
+    base = Path(results_root) / "claims" / code_version()["package"]
+    folder = base if scale == "cpu" else base / scale
+    return folder / "partial" / paper if paper else folder
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{v:.1f}" for v in os.getloadavg())
+    except OSError:  # pragma: no cover
+        return "?"
+
+
+def run_claims(paper: str | None = None, scale: str = "cpu", results_root="results", out=None,
+               backend: str = "local", jobs: int | None = None, progress: bool = True, run_missing: bool = True,
+               looks: tuple | None = None, note: str = "") -> dict:
+    """Run (or resume) every paper's claims, or ``paper``'s, and write the report (``report.write_report``).
+    Returns {"papers": [...], "paths": {...}}."""
+    from . import papers as paper_modules
+    from .report import write_report
+
+    mods = paper_modules(paper)
+    t0, load0 = time.time(), _load()
+    results = [run_paper(m, scale, results_root, None, backend, jobs, progress, run_missing, looks) for m in mods]
+    meta = {"scale": scale, "quick": scale == "quick", "wall_seconds": time.time() - t0, "cpus": os.cpu_count(),
+            "backend": backend, "jobs": jobs, "load_start": load0, "load_end": _load(), "note": note or "",
+            "looks": list(looks) if looks else None}
+    paths = write_report(results, report_folder(results_root, scale, paper, out), meta)
+    return {"papers": results, "paths": paths}
