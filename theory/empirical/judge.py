@@ -139,7 +139,7 @@ class Judge:
         code = int(tr.verdict[i, 0])
         comps = [self._comparison(j) for j, (ci, _) in enumerate(self.comps) if ci == i]
         reason = str(tr.reason[i, 0])
-        if all(not x["n"] for x in comps):
+        if reason == "seeds" and all(not x["n"] for x in comps):
             reason = "no runs"
         out = {"id": c.id, "paper": c.paper, "source": c.source, "quote": c.quote, "statement": c.statement,
                "metric": c.metric, "direction": c.direction, "verdict": CODES.get(code, "INCONCLUSIVE"),
