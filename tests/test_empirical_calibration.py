@@ -113,6 +113,10 @@ def test_holm_keeps_the_rate_per_paper_over_several_claims(dist):
         assert calibrated(rate(tr, v, any_claim=True)), (dist, v, rate(tr, v, any_claim=True))
     tr = simulate(specs, 4, dist, DELTA, seed=2)
     assert calibrated(rate(tr, NEGLIGIBLE, any_claim=True))
+    # NEGLIGIBLE's family holds only the claims that can be negligible (here 2 of 4)
+    mixed = specs[:2] + [Spec(2, "noninferior", -0.5, 0.0), Spec(3, "noninferior", -0.5, 0.0)]
+    tr = simulate(mixed, 4, dist, [DELTA, DELTA, 0.0, 0.0], seed=6)
+    assert calibrated(rate(tr, NEGLIGIBLE, any_claim=True)), rate(tr, NEGLIGIBLE, any_claim=True)
 
 
 def test_a_claim_of_five_comparisons_keeps_its_level():

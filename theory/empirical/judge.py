@@ -91,6 +91,11 @@ class Judge:
             self.finish("seeds")
         p = self._claim_pvalues()
         adj = {f: paired.holm([p[i][f] for i in range(len(self.claims))]) for f in FAMILIES}
+        neg = [i for i in range(len(self.claims)) if any(self.tracker.specs[j].negligible > 0
+                                                         for j in self.tracker.of_claim[i])]
+        adj["NEGLIGIBLE"] = [1.0] * len(self.claims)  # Holm over the claims that can be NEGLIGIBLE only
+        for i, q in zip(neg, paired.holm([p[i]["NEGLIGIBLE"] for i in neg])):
+            adj["NEGLIGIBLE"][i] = q
         return [self._claim(i, {f: adj[f][i] for f in FAMILIES}) for i in range(len(self.claims))]
 
     def _comp_pvalues(self, j: int) -> dict:

@@ -1,9 +1,9 @@
 """Look-by-look verdicts over the claims of one paper, with the error control of ``theory.stats.sequential``.
 
-A paper's claims are one family for each kind of wrong verdict (SUPPORTED, CONTRADICTED, NEGLIGIBLE): Holm's
-step-down procedure on each claim's repeated p-values keeps, per paper, the probability of any wrong
-SUPPORTED verdict at ``alpha``, and likewise for CONTRADICTED and for NEGLIGIBLE, whatever the looks at which
-the claims stop (repeated p-values are valid under any stopping rule, and Holm needs nothing else; Maurer and
+A paper's claims are one family for each kind of wrong verdict (SUPPORTED, CONTRADICTED, NEGLIGIBLE; the last
+only over the claims that have a negligible margin): Holm's step-down procedure on each claim's repeated
+p-values keeps, per paper, the probability of any wrong SUPPORTED verdict at ``alpha``, and likewise for
+CONTRADICTED and for NEGLIGIBLE, whatever the looks at which the claims stop (repeated p-values are valid under any stopping rule, and Holm needs nothing else; Maurer and
 Bretz 2013). Holm with K claims tests at alpha / (K - m) once m claims of that family are rejected, so a
 claim's p-value is only compared with the K levels alpha / K, ..., alpha: the tracker keeps, per comparison,
 whether its repeated confidence interval has crossed at each of those levels (cumulatively over looks, which
@@ -81,9 +81,12 @@ class Tracker:
         self.of_claim = [[x for x, s in enumerate(self.specs) if s.claim == i] for i in range(k)]
         if any(not c for c in self.of_claim):
             raise ValueError("every claim needs at least one comparison")
-        holm = self.alpha / (k - np.arange(k))  # alpha / K, ..., alpha
+        # Holm's levels alpha / K_f, ..., alpha per family; K_NEG counts only the claims that can be NEGLIGIBLE
+        k_neg = max(1, sum(any(self.specs[x].negligible > 0 for x in c) for c in self.of_claim))
+        holm = self.alpha / (k - np.arange(k))
+        holm_neg = self.alpha / np.maximum(k_neg - np.arange(k), 1)
         ncomp = np.array([len(self.of_claim[s.claim]) for s in self.specs], dtype=float)
-        self.levels = np.stack([np.tile(holm, (j, 1)), holm[None, :] / ncomp[:, None], holm[None, :] / ncomp[:, None]])
+        self.levels = np.stack([np.tile(holm, (j, 1)), holm[None, :] / ncomp[:, None], holm_neg[None, :] / ncomp[:, None]])
         self.crossed = np.zeros((3, j, k, r), dtype=bool)
         self.open = np.ones((j, r), dtype=bool)
         self.history = [() for _ in range(j)]

@@ -37,7 +37,7 @@ The critical value c_k(l) is built in three steps:
    of the skew is unknown). With g = ``SKEW_ALLOWANCE`` = 3 the measured rate of each wrong verdict stays at
    or below nominal for Gaussian differences and for skewed ones up to |skewness| 2 (centred exponential,
    lognormal with sigma 0.55), in the calibration tests (tests/test_empirical_calibration.py); g = 2
-   (the skewness itself) is not enough (1.3x nominal at skewness 2). The price: about 1.8x the seeds of the
+   (the skewness itself) is not enough (1.4x nominal at skewness 2). The price: about 1.8x the seeds of the
    plain t design for a Gaussian effect of one standard deviation.
 
 Why a group-sequential design and not an anytime-valid confidence sequence: the looks are few and declared
