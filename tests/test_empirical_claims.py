@@ -271,3 +271,39 @@ def test_the_fixed_five_seed_records_of_0_2_0_get_a_clear_answer():
 def test_claims_cli_rejects_bad_looks(capsys):
     assert cli.main(["claims", "--paper", "bherd", "--looks", "5,x"]) == 2
     assert "--looks" in capsys.readouterr().err
+
+
+def test_report_writes_every_documented_key_and_says_what_each_verdict_means(tmp_path):
+    """The report writer (theory/empirical/report.py) on judged values: report.json has the keys its docstring
+    documents (the paper pages and ``report --compare`` read them), and report.md says in words that a negligible
+    advantage is not supported and which decision an INCONCLUSIVE claim came closest to."""
+    from theory.empirical import report as erep
+
+    point = Margin(0.01, "1 point (test)")
+    claims = [Claim("toy.tiny", "toy", "src", "q", "s", "final_accuracy", (Comparison("A", "B", "superior", 0.0, "s"),),
+                    margin=point),
+              Claim("toy.open", "toy", "src", "q", "s", "final_accuracy", (Comparison("A", "C", "superior", 0.0, "s"),),
+                    margin=point)]
+    judge = Judge(claims, (6,))
+    judge.look_values(0, [[0.002, 0.0021, 0.0019, 0.002, 0.0022, 0.0018], [0.01, -0.02, 0.03, 0.0, 0.02, -0.01]])
+    res = judge.results()
+    for r in res:
+        r["scale"] = "cpu"
+    paper = {"paper": "toy", "title": "Toy", "scale": {"scale": "cpu"}, "claims": res, "tuning": {},
+             "budget": {"looks": [6], "cpu_minutes": 1, "reason": "test"}, "cells": {"cell_seconds": 0.0}, "seconds": 0}
+    meta = {"scale": "cpu", "quick": False, "wall_seconds": 1.0, "cpus": 2, "backend": "local", "jobs": None,
+            "load_start": "?", "load_end": "?", "note": ""}
+    paths = erep.write_report([paper], tmp_path, meta)
+    data = json.loads(paths["json"].read_text())
+    assert set(data) == {"code_version", "environment", "meta", "counts", "method", "papers", "claims"}
+    assert set(data["claims"][0]) == {"id", "paper", "verdict", "scale", "metric", "key_number", "seeds", "stopped",
+                                      "why_stopped", "margin", "closest"}
+    x = data["papers"][0]["claims"][1]["comparisons"][0]
+    for key in ("a", "b", "test", "setting", "boundary", "negligible", "paper_gap", "seeds", "values", "n", "mean",
+                "sd", "lower", "upper", "levels", "side", "stop_look", "history", "p"):
+        assert key in x
+    assert [c["verdict"] for c in data["claims"]] == ["NEGLIGIBLE", "INCONCLUSIVE"]
+    md = paths["markdown"].read_text()
+    assert "**Not supported**: A's difference from B is shown to lie within +-1 point" in md
+    assert "Closest decision: closest to " in md and "its seed budget is spent" in md
+    assert "Smallest effect that matters: 1 point: 1 point (test)" in md
