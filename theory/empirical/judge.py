@@ -50,10 +50,10 @@ class Judge:
 
     def look(self, k: int, runs: dict, seeds) -> None:
         """Look ``k`` on ``runs[(setting, arm)] = {seed: record}``, restricted to ``seeds``."""
-        seeds = set(seeds)
+        seeds, open_ = set(seeds), set(self.tracker.needed())
         values = []
         for j, (i, comp) in enumerate(self.comps):
-            if j in set(self.tracker.needed()):
+            if j in open_:
                 ra = {s: r for s, r in runs.get((comp.setting, comp.a), {}).items() if s in seeds}
                 rb = {s: r for s, r in runs.get((comp.setting, comp.b), {}).items() if s in seeds}
                 self.pairs[j] = paired.pair(comp, self.claims[i].metric, ra, rb)
