@@ -15,6 +15,11 @@ enough power) -> HOLDS, anything else -> INCONCLUSIVE.
 Inputs may be numpy arrays, torch tensors or nested lists; they are converted to float64. NaN or
 infinite inputs raise ``ValueError``.
 
+Modules: ``core`` (the result type, input checks, Student t and Hall's skewness correction), ``means``
+(:func:`mean_zero`, :func:`mean_equals`), ``bounds`` (:func:`upper_bound` and the planning helpers), ``rates``
+(:func:`slope`, :func:`contraction` and their one-sided forms) and ``sequential`` (the group-sequential design
+of the empirical claims: repeated confidence intervals and p-values under optional stopping).
+
 Conventions:
 
 - ``interval`` is a confidence interval for ``estimate``; its level is stated per test.
