@@ -295,7 +295,7 @@ def test_report_writes_every_documented_key_and_says_what_each_verdict_means(tmp
             "load_start": "?", "load_end": "?", "note": ""}
     paths = erep.write_report([paper], tmp_path, meta)
     data = json.loads(paths["json"].read_text())
-    assert set(data) == {"code_version", "environment", "meta", "counts", "method", "papers", "claims"}
+    assert set(data) == {"code_version", "environment", "meta", "counts", "method", "papers", "claims", "before"}
     assert set(data["claims"][0]) == {"id", "paper", "verdict", "scale", "metric", "key_number", "seeds", "stopped",
                                       "why_stopped", "margin", "closest"}
     x = data["papers"][0]["claims"][1]["comparisons"][0]
@@ -307,3 +307,15 @@ def test_report_writes_every_documented_key_and_says_what_each_verdict_means(tmp
     assert "**Not supported**: A's difference from B is shown to lie within +-1 point" in md
     assert "Closest decision: closest to " in md and "its seed budget is spent" in md
     assert "Smallest effect that matters: 1 point: 1 point (test)" in md
+    # the spreads of an earlier report beside this one's (issue 22, "report the spread before and after")
+    again = erep.write_report([paper], tmp_path / "v2", meta, before=("0.1.0", data))
+    md2 = again["markdown"].read_text()
+    assert "sd in 0.1.0" in md2 and json.loads(again["json"].read_text())["before"] == "0.1.0"
+    row = next(line for line in md2.splitlines() if line.startswith("| A - C > 0 points"))
+    sd = f"{100 * data['papers'][0]['claims'][1]['comparisons'][0]['sd']:.2f}"
+    assert row.count(sd) == 2
+    for v in ("0.1.0", "0.3.0"):
+        (tmp_path / "r" / "claims" / v).mkdir(parents=True)
+        (tmp_path / "r" / "claims" / v / "report.json").write_text(json.dumps(data))
+    assert erep.previous_report(tmp_path / "r", "0.2.0")[0] == "0.1.0"
+    assert erep.previous_report(tmp_path / "r", "0.1.0") is None

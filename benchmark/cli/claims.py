@@ -22,7 +22,8 @@ def cmd_claims(a) -> int:
     scale = "quick" if a.quick else a.scale
     try:
         out = run_claims(a.paper, scale, a.results, a.out, a.backend, a.jobs, progress=not a.no_progress,
-                         run_missing=not a.no_run, looks=_looks(a.looks), note=a.note or "")
+                         run_missing=not a.no_run, looks=_looks(a.looks), note=a.note or "",
+                         before=None if a.before == "none" else a.before)
     except KeyboardInterrupt:
         print("\ninterrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
         return 130
@@ -62,6 +63,9 @@ def add_parser(sub) -> None:
                         "<folder>/full")
     p.add_argument("--looks", help="replace the papers' looks, e.g. 5 (one fixed look of 5 paired seeds) or "
                                    "5,10,20")
+    p.add_argument("--before", default="previous",
+                   help="the claims report version whose spreads (sd of each comparison) are shown beside the new "
+                        "ones: previous (default: the newest older version under --results), a version, or none")
     p.add_argument("--no-run", action="store_true", help="with --scale full: judge existing suite records only")
     p.add_argument("--backend", choices=["local", "process", "ray"], default="local", help="how cells run")
     p.add_argument("--jobs", type=int, default=None, help="parallel workers for --backend process")

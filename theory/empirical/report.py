@@ -3,9 +3,9 @@ results (``run.run_paper``).
 
 ``report.json`` (read by ``benchmark.report.claim_verdicts``, ``benchmark.compare`` and the paper pages):
 
-* ``code_version``, ``environment``, ``meta`` (scale, wall_seconds, cpus, backend, jobs, load_start,
-  load_end, note, quick), ``counts`` ({verdict: number of claims}), ``method`` (alpha, spending, skew
-  allowance, a sentence);
+* ``code_version``, ``environment``, ``meta`` (scale, quick, wall_seconds, cpus, backend, jobs, load_start,
+  load_end, note, looks), ``counts`` ({verdict: number of claims}), ``method`` (alpha, spending, skew
+  allowance, a sentence), ``before`` (the version whose spreads the markdown shows beside these, or null);
 * ``claims``: one summary per claim: ``id``, ``paper``, ``verdict`` (SUPPORTED / CONTRADICTED / NEGLIGIBLE /
   INCONCLUSIVE), ``scale``, ``metric``, ``key_number`` (mean difference and interval per comparison),
   ``seeds`` (the most paired seeds a comparison used), ``stopped`` ("decided", "seeds", "cpu" or "no runs"),
@@ -135,6 +135,39 @@ def verdict_lines(c: dict) -> list[str]:
     return md + [""]
 
 
+def spreads(report_json: dict) -> dict:
+    """{(claim id, a, b, setting): (sd, metric, seeds)} of a claims report.json: the spreads to compare with."""
+    out = {}
+    for p in report_json.get("papers", []):
+        for c in p.get("claims", []):
+            for x in c.get("comparisons", []):
+                if x.get("sd") is not None:
+                    out[(c["id"], x["a"], x["b"], x["setting"])] = (x["sd"], c["metric"], x.get("n"))
+    return out
+
+
+def previous_report(results_root, version: str) -> tuple[str, dict] | None:
+    """The newest claims report.json of a version before ``version`` under results/claims, or None."""
+    def key(v: str) -> tuple:
+        return tuple(int(p) if p.isdigit() else -1 for p in v.split("."))
+
+    base = Path(results_root) / "claims"
+    found = sorted((d.name for d in base.iterdir() if (d / "report.json").is_file() and key(d.name) < key(version)),
+                   key=key) if base.is_dir() else []
+    return (found[-1], json.loads((base / found[-1] / "report.json").read_text())) if found else None
+
+
+def _before(x: dict, c: dict, before: dict | None, k: float, unit: str) -> str:
+    if not before:
+        return "-"
+    got = before["spreads"].get((c["id"], x["a"], x["b"], x["setting"]))
+    if not got:
+        return "-"
+    sd, metric, n = got
+    kb, ub = _unit(metric)
+    return _num(sd, kb, ub, signed=False) + (f" ({metric})" if metric != c["metric"] else "")
+
+
 def _comparison_row(x: dict, k: float, unit: str) -> list:
     vals = " ".join(_num(v, k, unit) for v in x["values"]) or "-"
     skew = x.get("skewness")
@@ -149,13 +182,16 @@ def _comparison_row(x: dict, k: float, unit: str) -> list:
             delta, gap, x["side"], _cell(notes)]
 
 
-def claim_section(c: dict) -> list[str]:
+def claim_section(c: dict, before: dict | None = None) -> list[str]:
     k, unit = _unit(c["metric"])
     md = [f"### {c['id']}", "", f"*{c['source']}*: {c['quote']}", "", f"**Tested:** {c['statement']}", ""]
     md += verdict_lines(c)
     rows = [_comparison_row(x, k, unit) for x in c["comparisons"]]
-    md += [tabulate(rows, headers=["comparison", "setting", "seeds", "per seed", "mean", "sd", "repeated CI",
-                                   "negligible within", "paper's gap", "this comparison", "notes"],
+    for row, x in zip(rows, c["comparisons"]):
+        row.insert(6, _before(x, c, before, k, unit))
+    sd_before = f"sd in {before['version']}" if before else "sd before"
+    md += [tabulate(rows, headers=["comparison", "setting", "seeds", "per seed", "mean", "sd", sd_before,
+                                   "repeated CI", "negligible within", "paper's gap", "this comparison", "notes"],
                     tablefmt="github"), "", f"![{c['id']}]({c['id']}.png)", ""]
     return md
 
@@ -179,7 +215,7 @@ def _tuning_lines(p: dict) -> list[str]:
                           tablefmt="github"), ""]
 
 
-def paper_section(p: dict) -> list[str]:
+def paper_section(p: dict, before: dict | None = None) -> list[str]:
     sc, b = p["scale"], p["budget"]
     cells = {k: v for k, v in p["cells"].items() if k != "cell_seconds"}
     md = [f"## {p['title']}", "", f"Scale: **{sc['scale']}**" + (f", suite `{sc['suite']}`" if "suite" in sc else "")
@@ -192,7 +228,7 @@ def paper_section(p: dict) -> list[str]:
         md += [f"- {r}" for r in sc["reductions"]] + [""]
     md += _tuning_lines(p)
     for c in p["claims"]:
-        md += claim_section(c)
+        md += claim_section(c, before)
     return md
 
 
@@ -243,7 +279,7 @@ def summary(c: dict) -> dict:
             "margin": c["margin"], "closest": c.get("closest")}
 
 
-def header(papers: list[dict], meta: dict, version: dict, counts: dict) -> list[str]:
+def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: dict | None = None) -> list[str]:
     claims = [c for p in papers for c in p["claims"]]
     md = [f"# Empirical claims report ({version['package']})", ""]
     if meta.get("quick"):
@@ -255,14 +291,20 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict) -> list[
            f"min on {meta['cpus']} CPU(s), backend {meta['backend']} (jobs {meta['jobs']}); load average "
            f"{meta['load_start']} at the start and {meta['load_end']} at the end (other jobs on the machine)."
            + (f" {meta['note']}" if meta.get("note") else ""), "", METHOD, ""]
+    if before:
+        md += [f"The spread of each comparison (the sd of its per-seed differences) is shown beside its spread in the "
+               f"{before['version']} report, with that report's metric where it differs: what the scales and "
+               f"metrics of this version changed.", ""]
     rows = [[f"[{c['id']}](#{c['id'].replace('.', '')})", c["paper"], f"**{c['verdict']}**", c["scale"], c["seeds"],
              _cell(c["stopped"]), _cell(key_number(c))] for c in claims]
     return md + [tabulate(rows, headers=["claim", "paper", "verdict", "scale", "seeds", "stopped", "key number"],
                           tablefmt="github"), ""]
 
 
-def write_report(papers: list[dict], folder, meta: dict) -> dict:
-    """Write report.md, report.json and the plots into ``folder``; return their paths."""
+def write_report(papers: list[dict], folder, meta: dict, before: tuple | None = None) -> dict:
+    """Write report.md, report.json and the plots into ``folder``; return their paths. ``before``: (version,
+    report.json) of an earlier claims report, whose spreads are shown beside this one's."""
+    before = {"version": before[0], "spreads": spreads(before[1])} if before else None
     import torch
 
     folder = Path(folder)
@@ -270,15 +312,16 @@ def write_report(papers: list[dict], folder, meta: dict) -> dict:
     version = code_version()
     claims = [c for p in papers for c in p["claims"]]
     counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
-    md = header(papers, meta, version, counts)
+    md = header(papers, meta, version, counts, before)
     for p in papers:
-        md += paper_section(p)
+        md += paper_section(p, before)
         for c in p["claims"]:
             plot(c, folder / f"{c['id']}.png")
     (folder / "report.md").write_text("\n".join(md))
     payload = {"code_version": version, "environment": environment(torch.device("cpu")), "meta": meta,
                "counts": counts, "method": {"alpha": ALPHA, "spending": "pocock", "skew_allowance": SKEW_ALLOWANCE,
                                             "text": METHOD},
-               "papers": papers, "claims": [summary(c) for c in claims]}
+               "papers": papers, "claims": [summary(c) for c in claims],
+               "before": before["version"] if before else None}
     store.write_json_atomic(folder / "report.json", json.loads(json.dumps(payload, default=str)), indent=1)
     return {"markdown": folder / "report.md", "json": folder / "report.json"}

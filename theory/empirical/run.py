@@ -194,11 +194,24 @@ def _load() -> str:
 
 def run_claims(paper: str | None = None, scale: str = "cpu", results_root="results", out=None,
                backend: str = "local", jobs: int | None = None, progress: bool = True, run_missing: bool = True,
-               looks: tuple | None = None, note: str = "") -> dict:
+               looks: tuple | None = None, note: str = "", before: str | None = "previous") -> dict:
     """Run (or resume) every paper's claims, or ``paper``'s, and write the report (``report.write_report``).
-    Returns {"papers": [...], "paths": {...}}."""
+    ``before``: the claims report version whose spreads are shown beside the new ones ("previous": the newest
+    older version under the results root; None: none). Returns {"papers": [...], "paths": {...}}."""
+    import json
+
     from . import papers as paper_modules
-    from .report import write_report
+    from .report import previous_report, write_report
+
+    if before == "previous":
+        prev = previous_report(results_root, code_version()["package"])
+    elif before:
+        path = Path(results_root) / "claims" / before / "report.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"no claims report {path} to compare spreads with; give an existing version")
+        prev = (before, json.loads(path.read_text()))
+    else:
+        prev = None
 
     mods = paper_modules(paper)
     t0, load0 = time.time(), _load()
@@ -206,5 +219,5 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     meta = {"scale": scale, "quick": scale == "quick", "wall_seconds": time.time() - t0, "cpus": os.cpu_count(),
             "backend": backend, "jobs": jobs, "load_start": load0, "load_end": _load(), "note": note or "",
             "looks": list(looks) if looks else None}
-    paths = write_report(results, report_folder(results_root, scale, paper, out), meta)
+    paths = write_report(results, report_folder(results_root, scale, paper, out), meta, prev)
     return {"papers": results, "paths": paths}
