@@ -190,3 +190,22 @@ def test_same_seed_same_partition_and_initial_model_across_algorithms():
         assert paired.pairing_mismatch(a[s], b[s]) == ""
     assert a[0]["partition"]["fingerprint"] != a[1]["partition"]["fingerprint"]
     assert a[0]["initial_model"]["fingerprint"] != a[1]["initial_model"]["fingerprint"]
+
+
+def test_a_scales_seed_maximum_ends_its_looks_and_a_companion_metric_is_shown_on_the_same_seeds():
+    from theory.empirical.run import scale_looks
+
+    assert scale_looks((5, 10, 20, 40), 20) == (5, 10, 20) and scale_looks((5, 10, 20, 40), 15) == (5, 10, 15)
+    assert scale_looks((5, 10, 20, 40)) == (5, 10, 20, 40)
+    c = Claim("toy.auc", "toy", "s", "q", "s", "mean_accuracy", (Comparison("A", "B", "superior", 0.0, SETTING),),
+              margin=POINT)
+    runs = runs_from([0.8 + 0.001 * s for s in range(6)], [0.7] * 6)
+    for r in runs[(SETTING, "A")].values():
+        r["final"]["test_accuracy"] = 0.9  # the last evaluation differs from the curve's mean
+    j = Judge([c], (5, 10), companions={"mean_accuracy": "final_accuracy"})
+    j.look(0, runs, range(5))
+    out = j.results()[0]
+    assert out["verdict"] == SUPPORTED and out["seeds_used"] == 5 and out["stop_reason"] == out["why_stopped"]
+    comp = out["companion"]
+    assert comp["metric"] == "final_accuracy" and comp["comparisons"][0]["n"] == 5
+    assert comp["comparisons"][0]["mean"] == pytest.approx(0.2)

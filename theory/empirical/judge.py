@@ -27,8 +27,10 @@ REASONS = {"seeds": "its seed budget is spent", "cpu": "its paper's CPU budget i
 class Judge:
     """Sequential verdicts for ``claims`` (one paper) over the declared ``looks`` (see the module docstring)."""
 
-    def __init__(self, claims: list[Claim], looks: tuple, alpha: float = ALPHA):
+    def __init__(self, claims: list[Claim], looks: tuple, alpha: float = ALPHA, companions: dict | None = None):
         self.claims, self.looks, self.alpha = list(claims), tuple(int(n) for n in looks), alpha
+        self.companions = dict(companions or {})  # {metric: another metric shown beside it, on the same seeds}
+        self.runs: dict = {}  # per comparison: the (A runs, B runs) of its last look
         self.designs = [Design(tuple(n for n in self.looks if n <= (c.max_seeds or self.looks[-1])) or
                                self.looks[:1]) for c in self.claims]
         self.comps = [(i, comp) for i, c in enumerate(self.claims) for comp in c.comparisons]
@@ -57,6 +59,7 @@ class Judge:
                 ra = {s: r for s, r in runs.get((comp.setting, comp.a), {}).items() if s in seeds}
                 rb = {s: r for s, r in runs.get((comp.setting, comp.b), {}).items() if s in seeds}
                 self.pairs[j] = paired.pair(comp, self.claims[i].metric, ra, rb)
+                self.runs[j] = (ra, rb)
             values.append(self.pairs[j]["x"] if self.pairs[j] else [])
         ok = [not (self.pairs[j] and paired.uninformative(comp, self.claims[i].metric, self.pairs[j]))
               for j, (i, comp) in enumerate(self.comps)]
@@ -152,13 +155,28 @@ class Judge:
                "looks": list(self.designs[i].looks), "seeds": max((x["n"] for x in comps), default=0),
                "margin": ({"value": c.margin.value, "reason": c.margin.reason} if c.margin else None),
                "comparisons": comps, "alpha": self.alpha}
+        out["seeds_used"], out["stop_reason"] = out["seeds"], out["why_stopped"]  # the names the paper pages read
         if out["verdict"] == "INCONCLUSIVE":
             out["closest"] = closest(p_holm, comps, self.alpha, c.metric)
             out["closest"]["seeds_to_reach"] = self._reach(i, out["closest"]["verdict"])
+        shown = self.companions.get(c.metric)
+        if shown:
+            out["companion"] = {"metric": shown, "comparisons": [self._companion(j, shown, x) for j, x in zip(
+                [j for j, (ci, _) in enumerate(self.comps) if ci == i], comps)]}
         vacuous = [x["uninformative"] for x in comps if x["uninformative"]]
         if vacuous and out["verdict"] == "INCONCLUSIVE":
             out["uninformative"] = "; ".join(vacuous)
         return out
+
+    def _companion(self, j: int, metric: str, x: dict) -> dict:
+        """The comparison's values in another metric, on the seeds it used."""
+        ra, rb = self.runs.get(j, ({}, {}))
+        used = set(x["seeds"])
+        pr = paired.pair(self.comps[j][1], metric, {s: r for s, r in ra.items() if s in used},
+                         {s: r for s, r in rb.items() if s in used})
+        v = np.asarray(pr["x"], float)
+        return {"seeds": pr["seeds"], "values": pr["x"], "n": len(v), "mean": float(v.mean()) if len(v) else None,
+                "sd": float(v.std(ddof=1)) if len(v) > 1 else None}
 
     def _comparison(self, j: int) -> dict:
         i, comp = self.comps[j]

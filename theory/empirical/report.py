@@ -8,14 +8,15 @@ results (``run.run_paper``).
   allowance, a sentence), ``before`` (the version whose spreads the markdown shows beside these, or null);
 * ``claims``: one summary per claim: ``id``, ``paper``, ``verdict`` (SUPPORTED / CONTRADICTED / NEGLIGIBLE /
   INCONCLUSIVE), ``scale``, ``metric``, ``key_number`` (mean difference and interval per comparison),
-  ``seeds`` (the most paired seeds a comparison used), ``stopped`` ("decided", "seeds", "cpu" or "no runs"),
-  ``why_stopped`` (a sentence), ``margin`` ({value, reason} in the metric's unit, or null), ``closest`` (for
+  ``seeds`` (the most paired seeds a comparison used; also as ``seeds_used``), ``stopped`` ("decided", "seeds",
+  "cpu" or "no runs"), ``why_stopped`` (a sentence; also as ``stop_reason``), ``margin`` ({value, reason} in the metric's unit, or null), ``closest`` (for
   INCONCLUSIVE: {verdict, p_holm, text, seeds_to_reach}, else null);
 * ``papers``: per paper ``paper``, ``title``, ``scale`` (the scale's description), ``budget`` ({looks,
   cpu_minutes, reason}), ``tuning``, ``cells`` (counts and ``cell_seconds``), ``seconds``, and ``claims``: the
   full claim dicts of ``judge.Judge.results``: the summary keys plus ``source``, ``quote``, ``statement``,
-  ``direction``, ``looks``, ``p_holm`` ({family: Holm-adjusted repeated p-value}), ``alpha`` and
-  ``comparisons``, each with ``a``, ``b``, ``test``, ``setting``, ``statement``, ``boundary``, ``negligible``
+  ``direction``, ``looks``, ``p_holm`` ({family: Holm-adjusted repeated p-value}), ``alpha``, ``companion``
+  (where a scale's metric stands in for the claim's own: {metric, comparisons: [{seeds, values, n, mean, sd}]} of
+  the claim's metric on the same seeds) and ``comparisons``, each with ``a``, ``b``, ``test``, ``setting``, ``statement``, ``boundary``, ``negligible``
   (delta, 0 for none), ``paper_gap``, ``seeds``, ``values``, ``n``, ``mean``, ``sd`` (the spread of the
   per-seed differences), ``lower`` / ``upper`` (the repeated confidence interval's ends at the claim's
   current SUPPORTED / CONTRADICTED levels, ``levels``), ``skewness``, ``side`` (supports, contradicts,
@@ -192,8 +193,14 @@ def claim_section(c: dict, before: dict | None = None) -> list[str]:
     sd_before = f"sd in {before['version']}" if before else "sd before"
     md += [tabulate(rows, headers=["comparison", "setting", "seeds", "per seed", "mean", "sd", sd_before,
                                    "repeated CI", "negligible within", "paper's gap", "this comparison", "notes"],
-                    tablefmt="github"), "", f"![{c['id']}]({c['id']}.png)", ""]
-    return md
+                    tablefmt="github"), ""]
+    if c.get("companion"):
+        kc, uc = _unit(c["companion"]["metric"])
+        md += [f"Beside it, on the same seeds, the {METRICS[c['companion']['metric']][1]}: " + "; ".join(
+            f"{x['a']} vs {x['b']}" + (f" ({x['setting']})" if len(c["comparisons"]) > 1 else "")
+            + f" {_num(y['mean'], kc, uc)} (sd {_num(y['sd'], kc, uc, signed=False)})"
+            for x, y in zip(c["comparisons"], c["companion"]["comparisons"])) + ".", ""]
+    return md + [f"![{c['id']}]({c['id']}.png)", ""]
 
 
 def _tuning_lines(p: dict) -> list[str]:
@@ -275,8 +282,9 @@ def plot(c: dict, path: Path) -> None:
 def summary(c: dict) -> dict:
     """The per-claim entry of report.json's ``claims`` (see the module docstring)."""
     return {"id": c["id"], "paper": c["paper"], "verdict": c["verdict"], "scale": c["scale"], "metric": c["metric"],
-            "key_number": key_number(c), "seeds": c["seeds"], "stopped": c["stopped"], "why_stopped": c["why_stopped"],
-            "margin": c["margin"], "closest": c.get("closest")}
+            "key_number": key_number(c), "seeds": c["seeds"], "seeds_used": c["seeds"], "stopped": c["stopped"],
+            "why_stopped": c["why_stopped"], "stop_reason": c["why_stopped"], "margin": c["margin"],
+            "closest": c.get("closest")}
 
 
 def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: dict | None = None) -> list[str]:

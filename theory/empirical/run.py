@@ -66,24 +66,24 @@ def _add(counts: dict, more: dict) -> dict:
     return {k: counts.get(k, 0) + more.get(k, 0) for k in set(counts) | set(more)}
 
 
-def run_cpu(paper, scale: CpuScale, folder: Path, looks: tuple, seeds: tuple, cpu_minutes: float, backend: str,
-            jobs, progress: bool) -> tuple[Judge, dict, dict]:
-    """Tune, then run and judge the looks (see the module docstring); returns the judge, the tuning summary
-    and the cell counts (with "cell_seconds")."""
-    pairs = needed(paper.CLAIMS)
+def run_cpu(paper, scale: CpuScale, claims: list, folder: Path, looks: tuple, seeds: tuple, cpu_seconds: float,
+            backend: str, jobs, progress: bool) -> tuple[Judge, dict, dict]:
+    """Tune, then run and judge the looks of ``claims`` (see the module docstring) while the cells take less than
+    ``cpu_seconds``; returns the judge, the tuning summary and the cell counts (with "cell_seconds")."""
+    pairs = needed(claims)
     bases = {(s, a): scale.base(s, paper.ARMS[a]) for s, a in pairs}
     plans = {(s, a): scale.plan(a) for s, a in pairs}
     recs_t, counts = tuning.tune_all([(bases[k], plans[k]) for k in pairs], folder, backend, jobs, progress,
                                      desc=f"{paper.PAPER}: tuning")
     tuned = dict(zip(pairs, recs_t))
     planned = [e for k in pairs for _, _, e in tuning.tuning_cells(bases[k], plans[k])]
-    judge, prev = Judge(paper.CLAIMS, looks), 0
+    judge, prev = Judge(claims, looks, companions=_companions()), 0
 
     def finals(keys, chunk):
         return [e for k in keys for e in tuning.final_cells(bases[k], tuned[k]["choice"], plans[k], chunk)]
 
     for k, n in enumerate(looks):
-        if cell_seconds(_records(folder), planned) >= 60 * cpu_minutes:
+        if cell_seconds(_records(folder), planned) >= cpu_seconds:
             judge.finish("cpu")
             break
         exps = finals(judge.needed(), seeds[prev:n])
@@ -132,28 +132,55 @@ def run_full(paper, scale: FullScale, results_root, version, backend: str, jobs,
     return judge, summary, counts
 
 
-def run_paper(paper, scale: str = "cpu", results_root="results", version: str | None = None,
+def claims_at(scale, claims) -> list:
+    """The claims a scale runs: all of them, or the scale's own selection where it declares one
+    (``claims_here``: its ``only`` claims, measured by its ``metrics``)."""
+    return scale.claims_here(claims) if hasattr(scale, "claims_here") else list(claims)
+
+
+def scale_looks(looks: tuple, max_seeds: int | None = None) -> tuple:
+    """The budget's looks up to a scale's seed maximum, which becomes the last look."""
+    if not max_seeds:
+        return tuple(looks)
+    out = tuple(n for n in looks if n < max_seeds)
+    return out + (int(max_seeds),)
+
+
+def _companions() -> dict:
+    """{metric measured: the claim's own metric, shown beside it} (``metrics.COMPANIONS``, where the scales
+    declare a less noisy metric standing in for the claim's)."""
+    try:
+        from .metrics import COMPANIONS
+    except ImportError:  # no stand-in metrics declared
+        return {}
+    return dict(COMPANIONS)
+
+
+def run_paper(paper, scale="cpu", results_root="results", version: str | None = None,
               backend: str = "local", jobs: int | None = None, progress: bool = True,
-              run_missing: bool = True, looks: tuple | None = None) -> dict:
-    """Run (or resume) and judge ``paper``'s claims at ``scale`` ("cpu", "quick" or "full"). ``looks``
-    replaces the budget's looks (e.g. (5,): one fixed look of 5 seeds). The dict is ``report.py``'s paper
-    entry."""
+              run_missing: bool = True, looks: tuple | None = None, spent_before: float = 0.0) -> dict:
+    """Run (or resume) and judge ``paper``'s claims at ``scale``: "cpu" (the paper's first CPU scale), "quick"
+    (its smoke test: one look), "full" (the paper suite's cells), or a ``CpuScale`` of the paper (which runs the
+    claims it declares). ``looks`` replaces the budget's looks (e.g. (5,): one fixed look of 5 seeds);
+    ``spent_before``: CPU seconds the paper's other scales took (its budget is shared). The dict is
+    ``report.py``'s paper entry."""
     t0 = time.perf_counter()
     budget = paper.BUDGET
-    if scale == "cpu":
-        sc, looks = paper.CPU, tuple(looks or budget.looks)
-        judge, tuned, counts = run_cpu(paper, sc, runs_folder(results_root, version, scale), looks,
-                                       tuple(range(looks[-1])), budget.cpu_minutes, backend, jobs, progress)
-    elif scale == "quick":
-        sc = paper.CPU.quick()
-        judge, tuned, counts = run_cpu(paper, sc, runs_folder(results_root, version, scale),
-                                       (len(sc.final_seeds),), tuple(sc.final_seeds), float("inf"), backend, jobs,
-                                       progress)
-    elif scale == "full":
+    if scale == "full":
         sc = paper.FULL
         judge, tuned, counts = run_full(paper, sc, results_root, version, backend, jobs, progress, run_missing)
+    elif isinstance(scale, CpuScale) or scale in ("cpu", "quick"):
+        sc = scale if isinstance(scale, CpuScale) else paper.CPU if scale == "cpu" else paper.CPU.quick()
+        if sc.name == "quick":
+            looks, seeds, seconds = (len(sc.final_seeds),), tuple(sc.final_seeds), float("inf")
+        else:
+            looks = tuple(looks) if looks else scale_looks(budget.looks, getattr(sc, "max_seeds", None))
+            seeds, seconds = tuple(range(looks[-1])), 60 * budget.cpu_minutes - spent_before
+        judge, tuned, counts = run_cpu(paper, sc, claims_at(sc, paper.CLAIMS), runs_folder(results_root, version,
+                                                                                            sc.name),
+                                       looks, seeds, seconds, backend, jobs, progress)
     else:
-        raise ValueError(f"scale must be cpu, quick or full, got {scale!r}")
+        raise ValueError(f"scale must be cpu, quick, full or a CpuScale, got {scale!r}")
     results = judge.results()
     for r in results:
         r["scale"] = sc.name
@@ -173,6 +200,19 @@ def judge(claims, runs: dict, looks: tuple | None = None) -> list[dict]:
         if j.tracker.done:
             break
     return j.results()
+
+
+def scales_of(paper, scale: str) -> list:
+    """What ``run_claims`` runs for ``paper``: "full"; the quick variant of its first CPU scale; or every CPU
+    scale it declares (``SCALES``; the first runs every claim), else its ``CPU`` scale."""
+    if scale == "full":
+        return ["full"]
+    all_scales = list(getattr(paper, "SCALES", (paper.CPU,)))
+    if scale == "quick":
+        return [all_scales[0].quick()]
+    if scale != "cpu":
+        raise ValueError(f"scale must be cpu, quick or full, got {scale!r}")
+    return all_scales
 
 
 def report_folder(results_root, scale: str, paper: str | None = None, out=None) -> Path:
@@ -213,9 +253,13 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     else:
         prev = None
 
-    mods = paper_modules(paper)
     t0, load0 = time.time(), _load()
-    results = [run_paper(m, scale, results_root, None, backend, jobs, progress, run_missing, looks) for m in mods]
+    results = []
+    for m in paper_modules(paper):
+        spent = 0.0
+        for sc in scales_of(m, scale):  # a paper's scales in turn, sharing its CPU budget
+            results.append(run_paper(m, sc, results_root, None, backend, jobs, progress, run_missing, looks, spent))
+            spent += results[-1]["cells"].get("cell_seconds", 0.0)
     meta = {"scale": scale, "quick": scale == "quick", "wall_seconds": time.time() - t0, "cpus": os.cpu_count(),
             "backend": backend, "jobs": jobs, "load_start": load0, "load_end": _load(), "note": note or "",
             "looks": list(looks) if looks else None}
