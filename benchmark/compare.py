@@ -33,8 +33,9 @@ def _cells(rows: list[dict], use_cell: bool) -> dict[tuple, dict]:
         c = out[key]
         c["label"] = " ".join(f"{k}={r.get(k)}" for k in _DESCRIPTIVE if r.get(k) not in ("", "{}", None))
         c["status"][r["status"]] += 1
-        if r["status"] == "ok" and r.get("test_accuracy") not in ("", None):
-            c["acc"].append(100 * float(r["test_accuracy"]))
+        acc = r.get("test_accuracy_fraction", r.get("test_accuracy"))  # the name in runs.csv files written before the column said its unit
+        if r["status"] == "ok" and acc not in ("", None):
+            c["acc"].append(100 * float(acc))
     return out
 
 

@@ -1,4 +1,4 @@
-"""Suites: load and validate ``benchmark/suites/*.toml``, run their cells, resume, never lose a run.
+"""Suites: run their cells (parsed by ``benchmark.suite``), resume, never lose a run.
 
 A cell is named by its config hash. Its record is written atomically to
 ``<results>/<suite>/<package version>/<config_hash>.json`` when it finishes (ok, diverged or failed),
@@ -13,180 +13,22 @@ aside and its cell runs again (``store``); torch threads fit the free cores (``c
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
-import itertools
 import json
 import os
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
 from . import lifeline, store
-from .experiment import DICT_FIELDS as _DICT_FIELDS
-from .experiment import (Experiment, Threads, choose_threads, code_version, config_hash, usable_cpus)
+from .experiment import Experiment, Threads, choose_threads, code_version, config_hash, usable_cpus
+# suite files are parsed in benchmark.suite; these names stay importable from here for callers not yet moved
+from .suite import (Cell, Reference, Suite, SuiteError, load_suite, select_cells,  # noqa: F401
+                    suite_names, suite_path)
+from .suite import matches as _matches  # noqa: F401
 
-SUITES_DIR = Path(__file__).parent / "suites"
-_TOP_KEYS = {"name", "description", "paper", "requires", "metric", "defaults", "matrix", "override", "reference",
-             "notes", "scale"}
-SCALES = ("paper", "reduced")  # "paper": the paper's own setting, its numbers are comparable; else orientation only
-_FIELDS = {f.name for f in dataclasses.fields(Experiment)}
 FINISHED = ("ok", "diverged")  # statuses that are not run again; "failed" cells are retried
-
-
-class SuiteError(ValueError):
-    pass
-
-
-@dataclass
-class Reference:
-    match: dict
-    value: float
-    std: float | None = None
-    source: str = ""
-
-
-@dataclass
-class Cell:
-    experiment: Experiment
-    config_hash: str
-    references: list[Reference] = field(default_factory=list)
-
-
-@dataclass
-class Suite:
-    name: str
-    path: Path
-    description: str
-    cells: list[Cell]
-    references: list[Reference]
-    metric: str = "test_accuracy"
-    paper: str | None = None
-    requires: str = "cpu"
-    notes: dict = field(default_factory=dict)
-    scale: str = "reduced"
-
-
-def suite_names() -> list[str]:
-    return sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
-
-
-def suite_path(name_or_path: str) -> Path:
-    p = Path(name_or_path)
-    if p.suffix == ".toml" and p.exists():
-        return p
-    cand = SUITES_DIR / f"{name_or_path}.toml"
-    if cand.exists():
-        return cand
-    import difflib
-
-    close = difflib.get_close_matches(name_or_path, suite_names(), n=3)
-    hint = f" Did you mean {', '.join(close)}?" if close else ""
-    raise SuiteError(f"unknown suite {name_or_path!r}.{hint} Known: {', '.join(suite_names())}")
-
-
-def _check_fields(d: dict, where: str) -> None:
-    for k, v in d.items():
-        if k not in _FIELDS:
-            raise SuiteError(f"{where}: unknown key {k!r} (valid: Experiment fields such as algorithm, dataset, "
-                             f"partition, num_clients, rounds, lr, seed, algorithm_args)")
-        if k in _DICT_FIELDS and not isinstance(v, dict):
-            raise SuiteError(f"{where}: {k} must be a table (e.g. {{ mu = 0.01 }}), got {v!r}")
-
-
-def _matches(match: dict, cfg: dict) -> bool:
-    for k, v in match.items():
-        if k in _DICT_FIELDS:
-            if any(cfg.get(k, {}).get(kk) != vv for kk, vv in v.items()):
-                return False
-        elif cfg.get(k) != v:
-            return False
-    return True
-
-
-def _apply(cfg: dict, update: dict) -> dict:
-    out = copy.deepcopy(cfg)
-    for k, v in update.items():
-        if k in _DICT_FIELDS:
-            out[k] = {**out.get(k, {}), **v}
-        else:
-            out[k] = v
-    return out
-
-
-def load_suite(name_or_path: str) -> Suite:
-    """Parse and validate a suite; errors name the file and the key."""
-    path = suite_path(name_or_path)
-    try:
-        with open(path, "rb") as f:
-            raw = tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise SuiteError(f"{path}: invalid TOML: {e}") from None
-    where = str(path)
-    unknown = set(raw) - _TOP_KEYS
-    if unknown:
-        raise SuiteError(f"{where}: unknown top-level key(s) {sorted(unknown)}; valid: {sorted(_TOP_KEYS)}")
-    if raw.get("name", path.stem) != path.stem:
-        raise SuiteError(f"{where}: name {raw.get('name')!r} must equal the file name {path.stem!r}")
-    if raw.get("scale", "reduced") not in SCALES:
-        raise SuiteError(f"{where}: scale must be one of {SCALES} (\"paper\": the paper's own setting, so its "
-                         f"references are comparable), got {raw.get('scale')!r}")
-    defaults = raw.get("defaults", {})
-    _check_fields(defaults, f"{where} [defaults]")
-    matrix = raw.get("matrix", {})
-    _check_fields(matrix, f"{where} [matrix]")
-    for k, v in matrix.items():
-        if not isinstance(v, list) or not v:
-            raise SuiteError(f"{where} [matrix]: {k} must be a non-empty list, got {v!r}")
-    overrides = raw.get("override", [])
-    for i, o in enumerate(overrides):
-        extra = set(o) - {"match", "set"}
-        if extra:
-            raise SuiteError(f"{where} [[override]] #{i + 1}: unknown key(s) {sorted(extra)}; use match and set")
-        _check_fields(o.get("match", {}), f"{where} [[override]] #{i + 1} match")
-        _check_fields(o.get("set", {}), f"{where} [[override]] #{i + 1} set")
-    refs = []
-    for i, r in enumerate(raw.get("reference", [])):
-        extra = set(r) - {"match", "value", "std", "source"}
-        if extra or "value" not in r:
-            raise SuiteError(f"{where} [[reference]] #{i + 1}: needs match and value (std, source optional); "
-                             f"unknown: {sorted(extra)}")
-        _check_fields(r.get("match", {}), f"{where} [[reference]] #{i + 1} match")
-        refs.append(Reference(r.get("match", {}), float(r["value"]), r.get("std"), r.get("source", "")))
-
-    if "*" in matrix.get("algorithm", []):  # "*" stands for every registered algorithm
-        import algorithms
-
-        rest = [a for a in matrix["algorithm"] if a != "*"]
-        matrix = {**matrix, "algorithm": rest + [a for a in algorithms.names() if a not in rest]}
-    keys = list(matrix)
-    cells, seen = [], set()
-    for combo in itertools.product(*(matrix[k] for k in keys)):
-        cfg = _apply(defaults, dict(zip(keys, combo)))
-        for o in overrides:
-            if _matches(o.get("match", {}), cfg):
-                cfg = _apply(cfg, o.get("set", {}))
-        try:
-            exp = Experiment(**cfg)
-            exp.validate()
-        except (TypeError, ValueError) as e:
-            raise SuiteError(f"{where}: invalid cell {cfg}: {e}") from None
-        h = exp.config_hash()
-        if h in seen:
-            continue
-        seen.add(h)
-        cells.append(Cell(exp, h, [r for r in refs if _matches(r.match, cfg)]))
-    if not cells:
-        raise SuiteError(f"{where}: the suite has no cells ([matrix] is empty)")
-    return Suite(path.stem, path, raw.get("description", ""), cells, refs, raw.get("metric", "test_accuracy"),
-                 raw.get("paper"), raw.get("requires", "cpu"), raw.get("notes", {}), raw.get("scale", "reduced"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -564,29 +406,3 @@ def grouping_notes(exps: list[Experiment]) -> list[str]:
             notes.append(f"{name}: the learning rate cannot be a batched tensor, so cells that differ in it run "
                          "in separate jobs")
     return notes
-
-
-def select_cells(suite: Suite, only: list[str] | None) -> Suite:
-    """The suite restricted to the cells matching every ``KEY=VALUE`` of ``only`` (``--only``; values
-    as in a suite file: numbers, strings, ``algorithm_args.mu=0.1`` for a dict field's key)."""
-    if not only:
-        return suite
-    match: dict = {}
-    for item in only:
-        if "=" not in item:
-            raise SuiteError(f"--only expects KEY=VALUE (e.g. dataset=fmnist), got {item!r}")
-        k, v = (x.strip() for x in item.split("=", 1))
-        try:
-            v = json.loads(v)
-        except json.JSONDecodeError:
-            pass
-        if "." in k:
-            k, sub = k.split(".", 1)
-            match.setdefault(k, {})[sub] = v
-        else:
-            match[k] = v
-    _check_fields(match, "--only")
-    cells = [c for c in suite.cells if _matches(match, c.experiment.config())]
-    if not cells:
-        raise SuiteError(f"--only {' '.join(only)} matches none of the {len(suite.cells)} cells of {suite.name}")
-    return dataclasses.replace(suite, cells=cells)

@@ -7,6 +7,8 @@ import pytest
 
 from benchmark.cli import main
 
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
 
 def test_plain_run_is_the_smoke_suite(monkeypatch):
     from benchmark.cli import run as cli_run
@@ -21,9 +23,9 @@ def test_smoke_suite_runs_and_prints_its_leaderboard(tmp_path, monkeypatch, caps
     # the smoke suite itself, shortened to 2 rounds so the test stays fast
     import dataclasses
 
-    from benchmark import runner
+    from benchmark import suite
 
-    real = runner.load_suite
+    real = suite.load_suite
 
     def short(name):
         s = real(name)
@@ -32,7 +34,7 @@ def test_smoke_suite_runs_and_prints_its_leaderboard(tmp_path, monkeypatch, caps
             c.config_hash = c.experiment.config_hash()
         return s
 
-    monkeypatch.setattr(runner, "load_suite", short)
+    monkeypatch.setattr(suite, "load_suite", short)
     assert main(["run", "--suite", "smoke", "--results", str(tmp_path), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "Leaderboard: smoke" in out and "fedavg" in out and "dirichlet:0.3" in out and "labelcnt:2" in out
@@ -78,3 +80,127 @@ def test_unknown_flag_exits_nonzero():
     out = subprocess.run([sys.executable, "-m", "benchmark.cli", "run", "--roundz", "3"], capture_output=True,
                          text=True)
     assert out.returncode == 2 and "unrecognized" in out.stderr
+
+
+# ------------------------------------------------------------------------------------ outputs that do not surprise
+
+
+def test_run_help_says_what_plain_run_does(capsys):
+    from benchmark.suite import load_suite
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    s = load_suite("smoke")
+    algs = {c.experiment.algorithm for c in s.cells}
+    parts = {c.experiment.partition for c in s.cells}
+    assert "Plain `fedrepro run`, with no experiment flag, runs the smoke suite" in text
+    assert f"{len(s.cells)} cells ({len(algs)} algorithms x {len(parts)} partitions" in text
+    assert f"{s.cells[0].experiment.rounds} rounds" in text and "./runs/smoke/<version>/" in text
+
+
+def test_duplicate_seeds_are_refused(capsys):
+    assert main(["run", "--rounds", "1", "--seeds", "0", "0", "--no-progress"]) == 2
+    assert "--seeds lists 0 more than once" in capsys.readouterr().err
+
+
+def test_a_suite_by_path_and_the_default_results_folder(tmp_path, monkeypatch, capsys):
+    """--suite takes a path; a user's suite writes under ./runs (git-ignored), never into the committed results/."""
+    p = tmp_path / "mine.toml"
+    p.write_text('name = "mine"\n[defaults]\ndataset = "digits"\nmodel = "logreg"\nnum_clients = 4\nrounds = 1\n'
+                 '[matrix]\nseed = [0, 1]\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--suite", str(p), "--no-progress"]) == 0
+    folder = tmp_path / "runs" / "mine"
+    assert len(list(folder.glob("*/*.json"))) == 2 and list(folder.glob("*/leaderboard.md"))
+    assert main(["run", "--suite", str(tmp_path / "nope.toml")]) == 2
+    assert "no suite file" in capsys.readouterr().err
+
+
+def test_publish_is_the_committed_results_folder(tmp_path):
+    from benchmark.cli import args, build_parser
+
+    a = build_parser().parse_args(["run", "--publish"])
+    assert args.results_root(a) == str(ROOT / "results")
+    assert args.results_root(build_parser().parse_args(["run"])) == "runs"
+    with pytest.raises(ValueError, match="not both"):
+        args.results_root(build_parser().parse_args(["run", "--publish", "--results", str(tmp_path)]))
+
+
+def test_report_from_a_folder_of_records_alone(tmp_path, capsys):
+    out = tmp_path / "recs"
+    assert main(["run", "--rounds", "2", "--num-clients", "4", "--seeds", "0", "1", "--out", str(out),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "from the 2 run records in this folder alone" in text.lower() and "fedavg" in text
+    assert (out / "leaderboard.md").is_file() and (out / "runs.csv").is_file()
+    assert main(["report", str(tmp_path / "empty")]) == 2
+    assert "no run records" in capsys.readouterr().err
+
+
+def test_validate_writes_nothing_unless_asked(tmp_path, monkeypatch, capsys):
+    from benchmark.cli import validate as cli_validate
+
+    fake = {"device": "cpu", "ok": True, "comparisons": [], "wall_seconds": 0.0}
+    monkeypatch.setattr(cli_validate, "validate", lambda *a, **k: fake)
+    monkeypatch.setattr(cli_validate, "table", lambda r: "table")
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "--algorithms", "fedavg"]) == 0
+    assert list(tmp_path.iterdir()) == []
+    assert main(["validate", "--algorithms", "fedavg", "--out", "v.json"]) == 0
+    assert json.loads((tmp_path / "v.json").read_text())["ok"]
+
+
+# ------------------------------------------------------------------------------- one error wrapper for all commands
+
+
+COMMANDS = {"run": ("run", "cmd_run"), "list": ("listing", "cmd_list"), "theory": ("theory", "cmd_theory"),
+            "bench": ("bench", "cmd_bench"), "report": ("report", "cmd_report"),
+            "validate": ("validate", "cmd_validate"), "tune": ("tune", "cmd_tune"), "claims": ("claims", "cmd_claims")}
+MINIMAL = {"tune": ["--grid", "lr=0.1", "--validation", "10"]}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("raised, code, text", [
+    (KeyboardInterrupt(), 130, "interrupted"),
+    (ValueError("unknown thing 'x'. Did you mean 'y'?"), 2, "fedrepro {command}: unknown thing 'x'"),
+    (FileNotFoundError("no such folder"), 2, "fedrepro {command}: no such folder"),
+])
+def test_every_command_ends_the_same_way(command, raised, code, text, monkeypatch, capsys):
+    import importlib
+
+    module, func = COMMANDS[command]
+    mod = importlib.import_module(f"benchmark.cli.{module}")
+
+    def boom(a):
+        raise raised
+    monkeypatch.setattr(mod, func, boom)
+    assert main([command] + MINIMAL.get(command, [])) == code
+    err = capsys.readouterr().err
+    assert text.format(command=command) in err and "Traceback" not in err
+
+
+def test_interrupt_and_a_dead_worker_print_the_resume_hint(monkeypatch, capsys, tmp_path):
+    from concurrent.futures.process import BrokenProcessPool
+
+    from benchmark import runner
+
+    for raised, code in ((KeyboardInterrupt(), 130), (BrokenProcessPool("gone"), 1)):
+        def stop(*a, raised=raised, **k):
+            raise raised
+        monkeypatch.setattr(runner, "run_suite", stop)
+        assert main(["run", "--suite", "smoke", "--results", str(tmp_path), "--no-progress"]) == code
+        err = capsys.readouterr().err
+        assert "run the same command again to resume" in err and str(tmp_path) in err
+
+
+def test_a_programming_error_keeps_its_traceback(monkeypatch):
+    from benchmark.cli import listing
+
+    def bug(a):
+        raise KeyError("a bug")
+    monkeypatch.setattr(listing, "cmd_list", bug)
+    with pytest.raises(KeyError):
+        main(["list"])

@@ -152,7 +152,7 @@ def _csv(path, rows):
 def test_compare_lists_moved_cells_and_changed_verdicts(tmp_path, capsys):
     def rows(accs, alg="fedavg", status="ok"):
         return [{"cell": alg, "algorithm": alg, "algorithm_args": "{}", "dataset": "digits", "seed": s,
-                 "status": status, "test_accuracy": a} for s, a in enumerate(accs)]
+                 "status": status, "test_accuracy_fraction": a} for s, a in enumerate(accs)]
     _csv(tmp_path / "s1" / "1.0" / "runs.csv", rows([0.80, 0.82, 0.81]) + rows([0.5, 0.6], "fedprox"))
     _csv(tmp_path / "s1" / "2.0" / "runs.csv", rows([0.90, 0.91, 0.92]) + rows([0.55, 0.58], "fedprox"))
     for v, verdict in (("1.0", "HOLDS"), ("2.0", "VIOLATED")):

@@ -2,7 +2,7 @@
 claim with its kind, and its published verdicts pinned by quick runs where quick mode decides them.
 
 When ``test_committed_report_is_current`` fails, theory/ or an algorithm the claims use changed after the report
-was generated: regenerate it with ``fedrepro theory`` (about 10 minutes on 2 CPU cores) and commit it. The hashed
+was generated: regenerate it with ``fedrepro theory --publish`` (about 10 minutes on 2 CPU cores) and commit it. The hashed
 files are listed in theory/provenance.py."""
 import json
 import pathlib
@@ -19,7 +19,7 @@ REPORT = ROOT / "results" / "theory" / code_version()["package"] / "report.json"
 
 def _report() -> dict:
     if not REPORT.exists():
-        pytest.fail(f"no committed theory report for this version at {REPORT}; run `fedrepro theory`")
+        pytest.fail(f"no committed theory report for this version at {REPORT}; run `fedrepro theory --publish`")
     return json.loads(REPORT.read_text())
 
 
@@ -30,7 +30,7 @@ def test_committed_report_is_current():
     changed = sorted(p for p in set(now) | set(then) if now.get(p) != then.get(p))
     assert rep.get("code_hash") == provenance.code_hash(now), (
         f"the theory report was generated on other code: {changed} changed since; regenerate it with "
-        "`fedrepro theory` and commit results/theory/")
+        "`fedrepro theory --publish` and commit results/theory/")
 
 
 def test_committed_report_covers_every_claim_with_its_kind():

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 
 
 def parse_kv(items: list[str] | None, flag: str) -> dict:
@@ -14,8 +13,7 @@ def parse_kv(items: list[str] | None, flag: str) -> dict:
             if not part:
                 continue
             if "=" not in part:
-                print(f"fedrepro: {flag} expects KEY=VALUE, got {part!r}", file=sys.stderr)
-                raise SystemExit(2)
+                raise ValueError(f"{flag} expects KEY=VALUE, got {part!r}")
             k, v = part.split("=", 1)
             try:
                 out[k.strip()] = json.loads(v)
@@ -53,6 +51,35 @@ def factor_or_none(s: str):
         return float(s)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number or 'none', got {s!r}") from None
+
+
+RUNS_DIR = "runs"  # where user runs write by default: git-ignored in a checkout (.gitignore: runs/)
+
+
+def results_flags(p: argparse.ArgumentParser, what: str) -> None:
+    """``--results DIR`` and ``--publish``: where ``what`` goes. By default a user's results go to ./runs/
+    (git-ignored), never into the committed results/ of the repository; ``--publish`` regenerates a committed
+    report there."""
+    p.add_argument("--results", metavar="DIR", help=f"results root: {what} (default ./{RUNS_DIR}, git-ignored in a "
+                   "checkout); checked writable before any work")
+    p.add_argument("--publish", action="store_true",
+                   help="write into the repository's committed results/ folder instead (regenerates a committed "
+                        "report; needs a source checkout); the same as --results <checkout>/results")
+
+
+def results_root(a) -> str:
+    """The results root the flags of ``results_flags`` ask for."""
+    if not getattr(a, "publish", False):
+        return a.results or RUNS_DIR
+    from ..report import committed_results
+
+    root = committed_results()
+    if a.results:
+        raise ValueError("--publish writes into the committed results/ folder: give --publish or --results, not both")
+    if root is None:
+        raise ValueError("--publish needs a source checkout of fedrepro (its committed results/ folder was not found "
+                         "beside the package); give --results DIR instead")
+    return str(root)
 
 
 def experiment_flags(p: argparse.ArgumentParser) -> None:
@@ -115,6 +142,10 @@ def experiments_from_args(a) -> tuple[list, bool]:
         given["local_epochs"] = None
     if given.get("divergence_factor") == "none":
         given["divergence_factor"] = None
+    if a.seeds is not None and len(set(a.seeds)) < len(a.seeds):
+        twice = sorted({s for s in a.seeds if a.seeds.count(s) > 1})
+        raise ValueError(f"--seeds lists {', '.join(map(str, twice))} more than once: each seed is one run, and the "
+                         "same seed twice is the same run")
     seeds = a.seeds or [given.pop("seed", 0)]
     given.pop("seed", None)
     # flags that say how to run (not what) do not turn the offline default into a single run

@@ -7,18 +7,15 @@ import math
 import os
 import sys
 
-from ..bench import PRESETS, BenchError, run_bench, table
+from ..bench import PRESETS, run_bench, table
 
 
 def cmd_bench(a) -> int:
     log = None if a.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    try:
-        models = tuple(m.strip() for m in a.model.split(",") if m.strip()) if a.model else None
-        result = run_bench(a.preset, models, a.device, a.clients, a.batch_size, a.local_steps, a.repeats, a.warmup,
-                           a.threads, a.seed, a.quick, a.runs, a.profile, log)
-    except (BenchError, ValueError) as e:  # ValueError: e.g. a model that does not fit the preset's inputs
-        print(f"fedrepro bench: {e}", file=sys.stderr)
-        return 2
+    models = tuple(m.strip() for m in a.model.split(",") if m.strip()) if a.model else None
+    # a BenchError or a ValueError (e.g. a model that does not fit the preset's inputs) is a bad input (cli.errors)
+    result = run_bench(a.preset, models, a.device, a.clients, a.batch_size, a.local_steps, a.repeats, a.warmup,
+                       a.threads, a.seed, a.quick, a.runs, a.profile, log)
     text = json.dumps(result, indent=1)
     if a.out:
         d = os.path.dirname(os.path.abspath(a.out))

@@ -1,5 +1,6 @@
 """``fedrepro claims``: parse the flags, run the papers' empirical claims (``theory.empirical.run.run_claims``,
-which writes the versioned report through ``theory.empirical.report``) and print the verdicts."""
+which writes the versioned report through ``theory.empirical.report``) and print the verdicts. Bad input,
+Ctrl-C and dead workers end as every command's do (``cli.errors.run_command``)."""
 from __future__ import annotations
 
 import json
@@ -19,17 +20,14 @@ def cmd_claims(a) -> int:
     from theory.empirical.report import key_number
     from theory.empirical.run import run_claims
 
+    from .errors import resume_hint
+
     scale = "quick" if a.quick else a.scale
-    try:
-        out = run_claims(a.paper, scale, a.results, a.out, a.backend, a.jobs, progress=not a.no_progress,
-                         run_missing=not a.no_run, looks=_looks(a.looks), note=a.note or "",
-                         before=None if a.before == "none" else a.before)
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
-        return 130
-    except (ValueError, FileNotFoundError) as e:
-        print(f"fedrepro: {e}", file=sys.stderr)
-        return 2
+    resume_hint(a, "finished cells are kept; run the same command again to resume (the finished looks replay "
+                   "from their records)")
+    out = run_claims(a.paper, scale, a.results, a.out, a.backend, a.jobs, progress=not a.no_progress,
+                     run_missing=not a.no_run, looks=_looks(a.looks), note=a.note or "",
+                     before=None if a.before == "none" else a.before)
     claims = [c for p in out["papers"] for c in p["claims"]]
     if a.json:
         print(json.dumps(out["papers"], indent=1, default=str))

@@ -46,20 +46,20 @@ def cmd_list(a) -> int:
     if what in (None, "partitions"):
         print("Partitions\n" + tabulate(list(partition.describe().items()), headers=["spec", "about"], tablefmt="github") + "\n")
     if what in (None, "suites"):
-        from .. import cost, runner
+        from .. import cost, suite
 
         dev = cost.device_type_of(getattr(a, "device", None))
         bench = cost.latest_bench(dev)
         tp = cost.cost_model_from_bench(bench) if bench else None
         rows = []
-        for n in runner.suite_names():
+        for n in suite.suite_names():
             try:
-                st = runner.load_suite(n)
+                st = suite.load_suite(n)
                 est = cost.estimate_suite(st, dev, tp)
                 rows.append([n, len(st.cells), cost.human_count(est["sample_gradients"]),
                              cost.human_seconds(est["seconds"]), st.requires,
                              " ".join(st.description.split())[:90]])
-            except (runner.SuiteError, ValueError) as e:
+            except ValueError as e:  # a SuiteError or a cost-model error: shown, not raised
                 rows.append([n, "-", "-", "-", "-", f"INVALID: {e}"])
         src = (f"from {bench['_path']} ({bench.get('device_name', dev)}, {bench.get('date', '?')[:10]})"
                if bench else f"none: no `fedrepro bench` results for {dev} in results/perf/")

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import warnings
 
 from . import bench, claims, listing, report, run, theory, tune, validate
+from .errors import run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,8 +36,4 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(a, "command", None):
         p.print_help()
         return 0
-    try:
-        return a.func(a)
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        return 130
+    return run_command(a)

@@ -1,56 +1,79 @@
-"""``fedrepro report``: a suite's leaderboard, CSV and plots (``benchmark.report``), or the comparison of two
-versions (``benchmark.compare``)."""
+"""``fedrepro report``: a suite's leaderboard, CSV and plots (``benchmark.report``), the same from a folder of run
+records alone, or the comparison of two versions (``benchmark.compare``).
+
+One handler per form (``FORMS``, tried in order: the first whose flag is given runs); a new form is a flag in
+``add_parser`` and a handler here."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from .. import compare, report, runner
+from .. import compare, report, runner, suite
+from . import args
 
 
-def cmd_report(a) -> int:
-    if a.compare:
-        old, new = a.compare
-        missing = [v for v in (old, new) if not any((d / v).is_dir() for d in Path(a.results).glob("*"))]
-        if missing:
-            print(f"fedrepro: no results for version(s) {', '.join(missing)} under {a.results}/<suite>/", file=sys.stderr)
-            return 2
-        c = compare.compare(Path(a.results), old, new)
-        md = compare.markdown(c)
-        print(md)
-        if a.out:
-            Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(a.out).write_text(md)
-            print(f"wrote {a.out}", file=sys.stderr)
-        return 0
-    if not a.suite:
-        print("fedrepro: report needs --suite NAME (a leaderboard) or --compare OLD NEW", file=sys.stderr)
-        return 2
-    try:
-        suite = runner.load_suite(a.suite)
-    except runner.SuiteError as e:
-        print(f"fedrepro: {e}", file=sys.stderr)
-        return 2
-    folder = runner.results_dir(a.results, suite.name, a.version)
-    if not folder.is_dir():
-        print(f"fedrepro: no results in {folder}; run `fedrepro run --suite {suite.name}` first", file=sys.stderr)
-        return 2
-    paths = report.write_report(suite, folder)
-    print(paths["markdown"].read_text())
-    print(f"wrote {paths['markdown']}, {paths['csv']}" + "".join(f", {p}" for p in paths["plots"]),
-          file=sys.stderr)
+def report_compare(a) -> int:
+    """``--compare OLD NEW``: the committed results/ by default (``--results`` to compare elsewhere)."""
+    old, new = a.compare
+    root = Path(a.results) if a.results else report.committed_results() or Path("results")
+    missing = [v for v in (old, new) if not any((d / v).is_dir() for d in root.glob("*"))]
+    if missing:
+        raise ValueError(f"no results for version(s) {', '.join(missing)} under {root}/<suite>/")
+    md = compare.markdown(compare.compare(root, old, new))
+    print(md)
+    if a.out:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(md)
+        print(f"wrote {a.out}", file=sys.stderr)
     return 0
 
 
+def report_folder(a) -> int:
+    """``fedrepro report FOLDER``: the records in FOLDER alone, no suite file."""
+    return _written(report.write_records_report(Path(a.folder)))
+
+
+def report_suite(a) -> int:
+    """``--suite NAME``: the suite's records under the results root."""
+    s = suite.load_suite(a.suite)
+    root = args.results_root(a)
+    folder = runner.results_dir(root, s.name, a.version)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no results in {folder}; run `fedrepro run --suite {a.suite}` first"
+                                + ("" if a.publish else " (the committed reports' records: add --publish)"))
+    return _written(report.write_report(s, folder))
+
+
+def _written(paths: dict) -> int:
+    print(paths["markdown"].read_text())
+    print(f"wrote {paths['markdown']}, {paths['csv']}" + "".join(f", {p}" for p in paths["plots"]), file=sys.stderr)
+    return 0
+
+
+FORMS = (("compare", report_compare), ("folder", report_folder), ("suite", report_suite))
+
+
+def cmd_report(a) -> int:
+    for flag, handler in FORMS:
+        if getattr(a, flag, None):
+            return handler(a)
+    raise ValueError("report needs --suite NAME (a suite's leaderboard), a FOLDER of run records, or --compare OLD NEW")
+
+
 def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="write a suite's leaderboard, CSV and plots, or compare two versions",
-                       description="Read results/<suite>/<version>/*.json and write leaderboard.md, runs.csv and "
-                                   "PNG plots beside them; or, with --compare OLD NEW, list the leaderboard cells "
-                                   "that moved beyond their seed spread and the theory and empirical-claim verdicts "
-                                   "that changed between two versions.")
-    p.add_argument("--suite", help="suite name (see `fedrepro list suites`)")
-    p.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), help="compare two versions' committed results")
-    p.add_argument("--results", default="results", help="results root (default ./results)")
+    p = sub.add_parser("report", help="write a leaderboard, CSV and plots (a suite, or a folder of records), or "
+                                      "compare two versions",
+                       description="Read <results>/<suite>/<version>/*.json (or the run records in FOLDER) and write "
+                                   "leaderboard.md, runs.csv and PNG plots beside them; or, with --compare OLD NEW, "
+                                   "list the leaderboard cells that moved beyond their seed spread and the theory and "
+                                   "empirical-claim verdicts that changed between two versions.")
+    p.add_argument("folder", nargs="?", metavar="FOLDER",
+                   help="a folder of run records (e.g. a `fedrepro run --out` folder, or runs/<suite>/<version>): its "
+                        "leaderboard from the records alone, no suite file needed")
+    p.add_argument("--suite", help="suite name or path (see `fedrepro list suites`)")
+    p.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"),
+                   help="compare two versions' results (default: the committed results/)")
+    args.results_flags(p, "the suite's records are read from DIR/<suite>/<version>/ and its reports written there")
     p.add_argument("--version", help="package version folder (default: the installed version)")
     p.add_argument("--out", help="with --compare: also write the comparison to this markdown file")
     p.set_defaults(func=cmd_report)

@@ -3,26 +3,32 @@ from __future__ import annotations
 
 import json
 import sys
-from concurrent.futures.process import BrokenProcessPool
 
-from .. import cost, report, runner, store
+from .. import cost, report, runner, store, suite
 from ..experiment import load_warning
 from . import args
+from .errors import resume_hint
+
+DEFAULT_SUITE = "smoke"
 
 
 def add_parser(sub) -> None:
-    r = sub.add_parser("run", help="run experiments (no flags: the offline default)",
-                       description="Run one experiment per seed from the flags, a suite (--suite), or, with no "
-                                   "flags, the offline default (FedAvg on digits, under a minute on a CPU).")
+    r = sub.add_parser(
+        "run", help="run experiments (no flags: the smoke suite, offline, a minute or two on a CPU)",
+        description=f"Plain `fedrepro run`, with no experiment flag, runs the {DEFAULT_SUITE} suite: 27 cells (9 "
+                    "algorithms x 3 partitions of scikit-learn's digits, 1 seed, 30 rounds, logistic regression), "
+                    "offline on the CPU in a minute or two, and prints its leaderboard; its records, leaderboard, "
+                    f"runs.csv and plots go to ./{args.RUNS_DIR}/{DEFAULT_SUITE}/<version>/. With experiment flags it "
+                    "runs one experiment per seed (records with --out); with --suite, a suite.")
     args.experiment_flags(r)
-    r.add_argument("--suite", help="run a suite of benchmark/suites/NAME.toml (see `fedrepro list suites`)")
+    r.add_argument("--suite", help="a shipped suite by name (see `fedrepro list suites`), or the path of a suite file "
+                                   "(e.g. my_suites/grid.toml; format: benchmark/suites/FORMAT.md)")
     r.add_argument("--backend", choices=["local", "process", "ray"], default="local", help="suite backend")
     r.add_argument("--jobs", type=args.jobs, default=None,
                    help="parallel workers for --backend process: an integer >= 1, or auto (default: one per free "
                         "core, at most one per CPU)")
     r.add_argument("--address", help="Ray cluster address for --backend ray (default: start a local Ray)")
-    r.add_argument("--results", default="results", help="results root for suites (default ./results); checked "
-                   "writable before any training")
+    args.results_flags(r, "a suite's records and reports go to DIR/<suite>/<version>/")
     r.add_argument("--out", help="write each run record as OUT/<config_hash>.json (a folder, checked writable "
                    "before any training)")
     r.add_argument("--json", action="store_true", help="print the run records as JSON instead of a table")
@@ -54,58 +60,53 @@ HEADERS = ["algorithm", "dataset", "partition", "N", "seed", "final acc %", "bes
 
 
 def cmd_run(a) -> int:
-    from tabulate import tabulate
-
-    from ..experiment import choose_threads, run
-
     if a.suite:
-        if a.dry_run:
-            return main_dry_run(a)
-        return main_run_suite(a)
+        return main_dry_run(a) if a.dry_run else main_run_suite(a)
     exps, any_flag = args.experiments_from_args(a)
     if not any_flag:
-        print("fedrepro run: no experiment flags, so the offline default: the smoke suite (scikit-learn digits, "
-              "CPU, about a minute). `fedrepro run --help` shows how to run your own.", file=sys.stderr)
-        a.suite = "smoke"
+        print(f"fedrepro run: no experiment flags, so the offline default: the {DEFAULT_SUITE} suite (scikit-learn "
+              "digits, CPU, a minute or two). `fedrepro run --help` shows how to run your own.", file=sys.stderr)
+        a.suite = DEFAULT_SUITE
         return main_dry_run(a) if a.dry_run else main_run_suite(a)
     if a.dry_run:
         return _dry_run_experiments(exps, a.device)
     if a.out:
-        try:
-            store.check_writable_folder(a.out, "--out")  # before any training: no run is lost to a bad --out
-        except store.StoreError as e:
-            print(f"fedrepro: {e}", file=sys.stderr)
-            return 2
+        store.check_writable_folder(a.out, "--out")  # before any training: no run is lost to a bad --out
     for exp in exps:  # every run is checked before the first one starts
         try:
             exp.validate()
         except ValueError as e:
-            print(f"fedrepro: invalid experiment: {e}", file=sys.stderr)
-            return 2
+            raise ValueError(f"invalid experiment: {e}") from None
+    return _run_experiments(a, exps)
+
+
+def _run_experiments(a, exps: list) -> int:
+    from tabulate import tabulate
+
+    from ..experiment import choose_threads, run
+
     warn_if_loaded()
     threads = choose_threads(1)
     rows, results = [], []
-    try:
-        for exp in exps:
-            res = run(exp, progress=not a.no_progress, threads=threads)
-            results.append(res)
-            rows.append(_row(res))
-            if a.out:
-                path, why = res.save(a.out)
-                if why:
-                    print(f"fedrepro: could not write the record to {a.out} ({why}); it is saved in {path}",
-                          file=sys.stderr)
-                else:
-                    print(f"wrote {path}", file=sys.stderr)
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: {len(results)} of {len(exps)} runs finished"
-              + (f" (their records are in {a.out})" if a.out and results else ""), file=sys.stderr)
+
+    def interrupted() -> str:
         if rows:
             print(tabulate(rows, headers=HEADERS, tablefmt="github"))
-        return 130
-    except (ValueError, FileNotFoundError) as e:
-        print(f"fedrepro: {e}", file=sys.stderr)
-        return 2
+        return f"{len(results)} of {len(exps)} runs finished" + (f" (their records are in {a.out})"
+                                                                 if a.out and results else "")
+
+    resume_hint(a, interrupted)
+    for exp in exps:
+        res = run(exp, progress=not a.no_progress, threads=threads)
+        results.append(res)
+        rows.append(_row(res))
+        if a.out:
+            path, why = res.save(a.out)
+            if why:
+                print(f"fedrepro: could not write the record to {a.out} ({why}); it is saved in {path}",
+                      file=sys.stderr)
+            else:
+                print(f"wrote {path}", file=sys.stderr)
     if a.json:
         print(json.dumps([r.record() for r in results], indent=1, default=str))
     else:
@@ -136,10 +137,9 @@ def _dry_run_experiments(exps: list, device: str | None) -> int:
     for e in exps:
         try:
             e.validate()
-            est = cost.estimate_cell(e, dev, model, algorithms.get_class(e.algorithm).vectorizable)
         except ValueError as err:
-            print(f"fedrepro: invalid experiment: {err}", file=sys.stderr)
-            return 2
+            raise ValueError(f"invalid experiment: {err}") from None
+        est = cost.estimate_cell(e, dev, model, algorithms.get_class(e.algorithm).vectorizable)
         rows.append([e.algorithm, e.dataset, e.model, e.seed, est["executor"], cost.human_count(est["sample_gradients"]),
                      cost.human_seconds(est["seconds"])])
     print(tabulate(rows, headers=["algorithm", "dataset", "model", "seed", "executor", "sample-gradients",
@@ -150,31 +150,18 @@ def _dry_run_experiments(exps: list, device: str | None) -> int:
 
 def main_run_suite(a) -> int:
     """``fedrepro run --suite NAME``."""
-    try:
-        suite = runner.select_cells(runner.load_suite(a.suite), getattr(a, "only", None))
-    except runner.SuiteError as e:
-        print(f"fedrepro: {e}", file=sys.stderr)
-        return 2
-    out_dir = runner.results_dir(a.results, suite.name)
-    print(f"suite {suite.name}: {len(suite.cells)} cells -> {out_dir}", file=sys.stderr)
+    s = suite.select_cells(suite.load_suite(a.suite), getattr(a, "only", None))
+    root = args.results_root(a)
+    out_dir = runner.results_dir(root, s.name)
+    print(f"suite {s.name}: {len(s.cells)} cells -> {out_dir}", file=sys.stderr)
     warn_if_loaded()
-    try:
-        counts = runner.run_suite(suite, a.backend, a.jobs, a.results, a.address, progress=not a.no_progress,
-                           device=a.device, executor=a.executor, group_runs=cli_group_runs(a))
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: finished cells are kept in {out_dir}; run the same command again to resume",
-              file=sys.stderr)
-        return 130
-    except (runner.SuiteError, store.StoreError) as e:
-        print(f"fedrepro: {e}", file=sys.stderr)
-        return 2
-    except BrokenProcessPool as e:
-        print(f"fedrepro: a worker process died ({e}); was it killed, or out of memory? Finished cells are "
-              f"kept in {out_dir}; run the same command again to resume", file=sys.stderr)
-        return 1
-    print(f"suite {suite.name}: " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=sys.stderr)
-    paths = report.write_report(suite, out_dir)
+    resume_hint(a, f"finished cells are kept in {out_dir}; run the same command again to resume")
+    counts = runner.run_suite(s, a.backend, a.jobs, root, a.address, progress=not a.no_progress, device=a.device,
+                              executor=a.executor, group_runs=cli_group_runs(a))
+    print(f"suite {s.name}: " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=sys.stderr)
+    paths = report.write_report(s, out_dir)
     print(paths["markdown"].read_text())
+    print(f"wrote {paths['markdown']}, {paths['csv']}" + "".join(f", {p}" for p in paths["plots"]), file=sys.stderr)
     return 0 if counts.get("failed", 0) == 0 else 1
 
 
@@ -182,13 +169,8 @@ def main_dry_run(a) -> int:
     """``fedrepro run --suite NAME --dry-run``: what would run, batched how, and how long."""
     from tabulate import tabulate
 
-
-    try:
-        suite = runner.select_cells(runner.load_suite(a.suite), getattr(a, "only", None))
-        p = runner.plan_suite(suite, a.results, a.device, a.executor, cli_group_runs(a))
-    except (runner.SuiteError, ValueError) as e:
-        print(f"fedrepro: {e}", file=sys.stderr)
-        return 2
+    s = suite.select_cells(suite.load_suite(a.suite), getattr(a, "only", None))
+    p = runner.plan_suite(s, args.results_root(a), a.device, a.executor, cli_group_runs(a))
     rows = [[alg, ds, model, r["cells"], r["groups"], ", ".join(sorted(r["executor"])),
              cost.human_count(r["sample_gradients"]), cost.human_seconds(r["seconds"]), "; ".join(sorted(r["reason"]))]
             for (alg, ds, model), r in sorted(p["rows"].items())]
@@ -211,7 +193,7 @@ def cli_group_runs(a) -> int | None:
     n = getattr(a, "group_runs", None)
     if n is not None:
         if n < 1:
-            raise runner.SuiteError(f"--group-runs must be >= 1, got {n}")
+            raise suite.SuiteError(f"--group-runs must be >= 1, got {n}")
         return n
     if getattr(a, "backend", "local") != "local" or getattr(a, "executor", None) == "sequential":
         return 1

@@ -5,6 +5,9 @@ import json
 import sys
 from pathlib import Path
 
+from .args import RUNS_DIR
+from .errors import resume_hint
+
 
 def _parse_grid(items: list[str] | None) -> dict:
     grid = {}
@@ -39,20 +42,14 @@ def cmd_tune(a) -> int:
     from ..experiment import code_version
     from ..tuning import TuningPlan, point_label, tune
 
-    try:
-        grid = _parse_grid(a.grid)
-        exps, _ = experiments_from_args(a)
-        base = exps[0]
-        plan = TuningPlan(grid, a.validation, tuple(a.tune_seeds), tuple(a.seeds or (0, 1, 2)))
-        base.validate()
-        out = Path(a.out) if a.out else Path(a.results) / "tune" / code_version()["package"]
-        res = tune(base, plan, out, a.backend, a.jobs, progress=not a.no_progress, run_final=not a.no_final)
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
-        return 130
-    except (ValueError, FileNotFoundError) as e:
-        print(f"fedrepro: {e}", file=sys.stderr)
-        return 2
+    grid = _parse_grid(a.grid)
+    exps, _ = experiments_from_args(a)
+    base = exps[0]
+    plan = TuningPlan(grid, a.validation, tuple(a.tune_seeds), tuple(a.seeds or (0, 1, 2)))
+    base.validate()
+    out = Path(a.out) if a.out else Path(a.results) / "tune" / code_version()["package"]
+    resume_hint(a, f"finished cells are kept in {out}; run the same command again to resume")
+    res = tune(base, plan, out, a.backend, a.jobs, progress=not a.no_progress, run_final=not a.no_final)
     rec = res.record
     if a.json:
         print(json.dumps({"tuning": rec, "final": [{"seed": r["config"]["seed"], "status": r["status"],
@@ -76,9 +73,11 @@ def cmd_tune(a) -> int:
                   else f"{100 * r['final']['test_accuracy']:.2f}"] for r in res.final]
         print(f"\nFinal runs at the chosen point on fresh seeds {list(plan.final_seeds)} (test set):")
         print(tabulate(frows, headers=["seed", "status", "test acc %"], tablefmt="github"))
-        if accs:
-            sd = float(np.std(accs, ddof=1)) * 100 if len(accs) > 1 else 0.0
-            print(f"mean {100 * float(np.mean(accs)):.2f} ± {sd:.2f} over {len(accs)} run(s)")
+        if len(accs) > 1:
+            print(f"mean {100 * float(np.mean(accs)):.2f} ± {100 * float(np.std(accs, ddof=1)):.2f} over "
+                  f"{len(accs)} runs")
+        elif accs:
+            print(f"{100 * accs[0]:.2f} (one run: no spread)")
     print(f"wrote {res.path} (runs in {res.path.parent.parent})", file=sys.stderr)
     return 0 if not rec["all_failed"] else 1
 
@@ -105,8 +104,8 @@ def add_parser(sub) -> None:
     p.add_argument("--no-final", action="store_true", help="only tune and select; do not run the final seeds")
     p.add_argument("--backend", choices=["local", "process", "ray"], default="local")
     p.add_argument("--jobs", type=int, default=None, help="parallel workers for --backend process")
-    p.add_argument("--results", default="results", help="results root (default ./results; runs go to "
-                                                        "RESULTS/tune/<version>)")
+    p.add_argument("--results", default=RUNS_DIR, help=f"results root (default ./{RUNS_DIR}, git-ignored; runs go "
+                                                       "to RESULTS/tune/<version>)")
     p.add_argument("--out", help="folder for the runs and the tuning record (instead of RESULTS/tune/<version>)")
     p.add_argument("--json", action="store_true", help="print the tuning record and final metrics as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -1,0 +1,59 @@
+"""How every ``fedrepro`` command ends when something goes wrong: one wrapper, ``run_command``, used by ``main``
+for every subcommand, so that a command only parses its flags and calls the library.
+
+* A bad input (an unknown name, a bad value, a file that is missing or not writable: ``ValueError``, which
+  covers the suite, bench, dataset and hyperparameter errors, ``FileNotFoundError``, ``store.StoreError``)
+  prints ``fedrepro <command>: <message>`` on stderr and exits 2, with no traceback.
+* Ctrl-C exits 130 and says what is kept and how to go on: the command states it beforehand with
+  ``resume_hint(a, text)`` (a string, or a function returning one, e.g. to print the runs finished so far).
+* A worker process that died (killed, out of memory) exits 1, with the same hint.
+
+A programming error still shows its traceback (it is a bug to report, not an input to fix). Set
+``FEDREPRO_TRACEBACK=1`` to see the traceback of an input error too.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
+
+from ..store import StoreError
+
+USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, StoreError)
+EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+
+
+def resume_hint(a, hint: str | Callable[[], str | None] | None) -> None:
+    """What to print if this command is interrupted (or loses a worker) from now on: what is kept, how to
+    resume. A function is called then (it may print partial results itself and return the hint)."""
+    a._resume_hint = hint
+
+
+def _hint(a) -> str | None:
+    hint = getattr(a, "_resume_hint", None)
+    return hint() if callable(hint) else hint
+
+
+def fail(a, message: str, code: int = EXIT_BAD_INPUT) -> int:
+    """Print ``fedrepro <command>: message`` on stderr and return ``code`` (for checks a command makes itself)."""
+    print(f"fedrepro {getattr(a, 'command', None) or ''}".rstrip() + f": {message}", file=sys.stderr)
+    return code
+
+
+def run_command(a) -> int:
+    """Run the parsed command ``a.func(a)`` and turn the ways it can end into one message and exit code."""
+    try:
+        return a.func(a)
+    except KeyboardInterrupt:
+        hint = _hint(a)
+        print(f"\ninterrupted{': ' + hint if hint else ''}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenProcessPool as e:
+        hint = _hint(a)
+        return fail(a, f"a worker process died ({e}); was it killed, or out of memory?" + (f" {hint}" if hint else ""),
+                    EXIT_FAILED)
+    except USER_ERRORS as e:
+        if os.environ.get("FEDREPRO_TRACEBACK"):
+            raise
+        return fail(a, str(e))

@@ -1,0 +1,115 @@
+"""The report's plots cannot mislead: a method keeps one style in every panel and figure, and every method drawn is
+in its figure's legend, also when a panel lacks a method (a diverged run) and when a suite has many methods."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.colors as mcolors  # noqa: E402
+import matplotlib.figure  # noqa: E402
+import pytest  # noqa: E402
+
+from benchmark import report, report_plots, report_style  # noqa: E402
+
+
+def _rec(alg, partition, seed=0, status="ok", rounds=6, bits=1000, level=0.5):
+    hist = [{"round": t, "bits_up": bits, "test_accuracy": min(0.99, level + 0.05 * t)} for t in range(1, rounds + 1)]
+    return {"config": {"algorithm": alg, "algorithm_args": {}, "dataset": "digits", "partition": partition,
+                       "num_clients": 10, "seed": seed, "model": "logreg"},
+            "config_hash": f"{alg}-{partition}-{seed}", "status": status,
+            "history": hist if status == "ok" else hist[:2], "final": {"test_accuracy": hist[-1]["test_accuracy"]}}
+
+
+def _records():
+    # the first panel (dirichlet:0.3, first in the panels' order) lacks fedprox: its run diverged
+    recs = [_rec(a, p) for a in ("fedavg", "fedprox", "scaffold") for p in ("iid", "dirichlet:0.3")]
+    return [r if (r["config"]["algorithm"], r["config"]["partition"]) != ("fedprox", "dirichlet:0.3")
+            else {**r, "status": "diverged"} for r in recs]
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """Every figure a report function saves, kept open (nothing written): works on any plotting code."""
+    saved = []
+
+    def keep(fig, path, *a, **k):
+        saved.append((str(path), fig))
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    monkeypatch.setattr("matplotlib.pyplot.close", lambda *a, **k: None)
+    return saved
+
+
+def _style(artist):
+    return (mcolors.to_hex(artist.get_color()), str(artist.get_linestyle()), str(artist.get_marker()))
+
+
+def _lines(fig):
+    return [ln for ax in fig.axes for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+
+
+def _legend_entries(fig):
+    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    return {t.get_text(): _style(h) for lg in legends for t, h in zip(lg.get_texts(), lg.legend_handles)}
+
+
+def check_styles_and_legends(saved):
+    """One style per method across every figure; each figure's legend lists every method it draws, in its style."""
+    assert saved
+    style_of = {}
+    for path, fig in saved:
+        for ln in _lines(fig):
+            m = ln.get_label()
+            assert style_of.setdefault(m, _style(ln)) == _style(ln), f"{m} changes style in {path}"
+    for path, fig in saved:
+        entries = _legend_entries(fig)
+        for ln in _lines(fig):
+            m = ln.get_label()
+            assert m in entries, f"{m} is drawn in {path} but not in its legend {sorted(entries)}"
+            assert entries[m] == _style(ln), f"{m}'s legend entry in {path} is not drawn in its style"
+    assert len(set(style_of.values())) == len(style_of), f"two methods share a style: {style_of}"
+    return style_of
+
+
+def test_a_method_keeps_its_style_and_its_legend_entry_when_a_panel_lacks_it(tmp_path, figures):
+    report.plot_curves(_records(), tmp_path)
+    styles = check_styles_and_legends(figures)
+    assert set(styles) == {"fedavg", "fedprox", "scaffold"}
+
+
+def test_the_panel_says_which_method_it_lacks_and_why():
+    figs = report_plots.curve_figures(_records())
+    ax = figs["accuracy_vs_rounds.png"].axes[0]
+    assert ax.get_title() == "dirichlet:0.3"
+    assert any("fedprox (diverged)" in t.get_text() for t in ax.texts)
+
+
+def test_styles_depend_on_the_set_of_methods_and_the_headline_group_only():
+    a = report_style.method_styles(["scaffold", "fedavg", "fedprox"])
+    assert a == report_style.method_styles(["fedprox", "scaffold", "fedavg", "fedprox"])
+    assert a["fedavg"]["color"] == "black"
+    names = [f"m{i:02d}" for i in range(46)] + ["fedavg"]
+    many = report_style.method_styles(names, first=["m45", "m07"])
+    assert len({(s["color"], str(s["linestyle"]), s["marker"]) for s in many.values()}) == 47
+    assert many == report_style.method_styles(reversed(names), first=["m07", "m45"])
+    assert many["m07"]["linestyle"] == many["m45"]["linestyle"] == "-" and many["m07"]["color"] != many["m45"]["color"]
+    with pytest.raises(ValueError, match="selection"):
+        report_style.method_styles([f"m{i}" for i in range(60)])
+
+
+def test_many_methods_draw_a_selection_and_small_multiples_of_all(tmp_path, figures):
+    algs = ["fedavg", "gradma", "gradma_w"] + [f"base{i:02d}" for i in range(20)]
+    recs = [_rec(a, p, level=0.1 + 0.01 * i) for i, a in enumerate(algs) for p in ("iid", "dirichlet:0.3")]
+    paths = report.plot_curves(recs, tmp_path, paper="gradma")
+    assert sorted(p.name for p in paths) == ["accuracy_vs_rounds.png", "accuracy_vs_rounds_all.png",
+                                             "accuracy_vs_uplink_bits.png", "accuracy_vs_uplink_bits_all.png"]
+    check_styles_and_legends(figures)
+    by_name = {p.rsplit("/", 1)[-1]: f for p, f in figures}
+    shown = {ln.get_label() for ln in _lines(by_name["accuracy_vs_rounds.png"])}
+    # FedAvg, the paper's two methods, and the 8 best others (the highest levels)
+    assert shown == {"fedavg", "gradma", "gradma_w"} | {f"base{i:02d}" for i in range(12, 20)}
+    head = [ln for ln in _lines(by_name["accuracy_vs_rounds.png"]) if ln.get_label() != "fedavg"]
+    assert {ln.get_linestyle() for ln in head} == {"-"} and len({_style(ln)[0] for ln in head}) == 10
+    assert "every method in accuracy_vs_rounds_all.png" in by_name["accuracy_vs_rounds.png"]._suptitle.get_text()
+    every = {ln.get_label() for ln in _lines(by_name["accuracy_vs_rounds_all.png"])}
+    assert every == set(algs)
+    assert all(len({ln.get_label() for ln in ax.get_lines()}) <= report_plots.MAX_LINES + 1
+               for ax in by_name["accuracy_vs_rounds_all.png"].axes)
