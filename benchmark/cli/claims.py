@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import sys
 
+from . import args
+from .errors import resume_hint
+
 
 def _looks(text: str | None) -> tuple | None:
     if not text:
@@ -20,12 +23,10 @@ def cmd_claims(a) -> int:
     from theory.empirical.report import key_number
     from theory.empirical.run import run_claims
 
-    from .errors import resume_hint
-
     scale = "quick" if a.quick else a.scale
     resume_hint(a, "finished cells are kept; run the same command again to resume (the finished looks replay "
                    "from their records)")
-    out = run_claims(a.paper, scale, a.results, a.out, a.backend, a.jobs, progress=not a.no_progress,
+    out = run_claims(a.paper, scale, args.results_root(a), a.out, a.backend, a.jobs, progress=not a.no_progress,
                      run_missing=not a.no_run, looks=_looks(a.looks), note=a.note or "",
                      before=None if a.before == "none" else a.before)
     claims = [c for p in out["papers"] for c in p["claims"]]
@@ -48,9 +49,10 @@ def add_parser(sub) -> None:
                                    "same budget on a validation split, then add paired seeds in looks (the paper's "
                                    "budget, e.g. 5, 10, 20, 40) until each claim is SUPPORTED, CONTRADICTED or "
                                    "NEGLIGIBLE, or its budget of seeds or CPU time is spent (INCONCLUSIVE, with the "
-                                   "closest decision). Writes results/claims/<version>/report.md, report.json and one "
-                                   "plot per claim. Cells are run records under results/claims/<version>/runs: run "
-                                   "the same command again to resume (in pieces, in the background).")
+                                   "closest decision). Writes <root>/claims/<version>/report.md, report.json and one "
+                                   "plot per claim (--publish: the committed results/claims). Cells are run records "
+                                   "under <root>/claims/<version>/runs: run the same command again to resume (in "
+                                   "pieces, in the background).")
     p.add_argument("--paper", help="only this paper's claims (bherd, fedbat, fedswa, gradma, lfl); written to "
                                    "<folder>/partial/<paper>")
     p.add_argument("--quick", action="store_true",
@@ -63,11 +65,12 @@ def add_parser(sub) -> None:
                                    "5,10,20")
     p.add_argument("--before", default="previous",
                    help="the claims report version whose spreads (sd of each comparison) are shown beside the new "
-                        "ones: previous (default: the newest older version under --results), a version, or none")
+                        "ones: previous (default: the newest older version under the results root), a version, or "
+                        "none")
     p.add_argument("--no-run", action="store_true", help="with --scale full: judge existing suite records only")
     p.add_argument("--backend", choices=["local", "process", "ray"], default="local", help="how cells run")
     p.add_argument("--jobs", type=int, default=None, help="parallel workers for --backend process")
-    p.add_argument("--results", default="results", help="results root (default ./results)")
+    args.results_flags(p, "the report goes to <root>/claims/<version>, its cells' records to .../runs")
     p.add_argument("--out", help="write the report into this folder instead")
     p.add_argument("--note", help="a sentence added to the report's header (e.g. the machine's state)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
