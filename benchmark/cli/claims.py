@@ -217,8 +217,9 @@ def cmd_claims(a) -> int:
     papers = []
     try:
         for m in mods:
-            papers.append(erun.run_paper(m, scale, a.results, None, a.backend, a.jobs, progress=not a.no_progress,
-                                         run_missing=not a.no_run))
+            for sc in ([scale] if scale == "full" else empirical.scales(m, scale)):  # a paper's CPU scales in turn
+                papers.append(erun.run_paper(m, sc, a.results, None, a.backend, a.jobs, progress=not a.no_progress,
+                                             run_missing=not a.no_run))
     except KeyboardInterrupt:
         print("\ninterrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
         return 130
@@ -262,10 +263,12 @@ def add_parser(sub) -> None:
     p.add_argument("--paper", help="only this paper's claims (bherd, fedbat, fedswa, gradma, lfl); written to "
                                    "<folder>/partial/<paper>")
     p.add_argument("--quick", action="store_true",
-                   help="a few-minutes version (rounds / 10, 2 grid values, 3 seeds) for CI; written to <folder>/quick")
+                   help="a smoke test of every paper's first scale in seconds (1-2 rounds, <= 20 samples per client, 2 "
+                        "grid values, 3 seeds) for CI, never a verdict; written to <folder>/quick")
     p.add_argument("--scale", choices=["cpu", "full"], default="cpu",
-                   help="cpu: the stated reduced scale (default); full: the paper suites' cells (GPU), written to "
-                        "<folder>/full")
+                   help="cpu: each paper's CPU scales in turn (default; the paper's own setting where a CPU affords it, "
+                        "else a stated reduction, and the main claim again at 4x the compute); full: the paper "
+                        "suites' cells (GPU), written to <folder>/full")
     p.add_argument("--no-run", action="store_true", help="with --scale full: judge existing suite records only")
     p.add_argument("--backend", choices=["local", "process", "ray"], default="local", help="how cells run")
     p.add_argument("--jobs", type=int, default=None, help="parallel workers for --backend process")

@@ -15,6 +15,7 @@ from benchmark.experiment import code_version
 
 from . import paired
 from .claim import INCONCLUSIVE
+from .metrics import COMPANIONS
 from .scale import CpuScale, FullScale, arm_matches
 
 
@@ -38,7 +39,7 @@ def runs_folder(results_root, version: str | None, scale_name: str) -> Path:
 def cells(paper, scale: CpuScale) -> dict:
     """The tuning cells of every (setting, arm) of ``paper`` at ``scale`` (no runs): {(setting, arm): [exp]}."""
     return {(s, a): [e for _, _, e in tuning.tuning_cells(scale.base(s, paper.ARMS[a]), scale.plan(a))]
-            for s, a in needed(paper.CLAIMS)}
+            for s, a in needed(scale.claims_here(paper.CLAIMS))}
 
 
 def _records(folder: Path) -> dict[str, dict]:
@@ -46,7 +47,7 @@ def _records(folder: Path) -> dict[str, dict]:
 
 
 def run_cpu(paper, scale: CpuScale, folder: Path, backend: str, jobs, progress: bool) -> tuple[dict, dict, dict]:
-    pairs = needed(paper.CLAIMS)
+    pairs = needed(scale.claims_here(paper.CLAIMS))
     bases = {(s, a): scale.base(s, paper.ARMS[a]) for s, a in pairs}
     plans = {(s, a): scale.plan(a) for s, a in pairs}
     tune_exps = [e for k in pairs for _, _, e in tuning.tuning_cells(bases[k], plans[k])]
@@ -108,18 +109,21 @@ def cell_seconds(recs: dict, exps) -> float:
 def run_paper(paper, scale: str = "cpu", results_root="results", version: str | None = None,
               backend: str = "local", jobs: int | None = None, progress: bool = True,
               run_missing: bool = True) -> dict:
-    """Run (or resume) and judge ``paper``'s claims at ``scale`` ("cpu", "quick" or "full")."""
+    """Run (or resume) and judge ``paper``'s claims at ``scale``: "cpu" (the paper's first CPU scale), "quick" (its
+    smoke test), "full", or one of the paper's ``SCALES`` (a ``CpuScale``), which runs the claims it names."""
     t0 = time.perf_counter()
-    if scale in ("cpu", "quick"):
-        sc = paper.CPU if scale == "cpu" else paper.CPU.quick()
-        folder = runs_folder(results_root, version, scale)
+    claims = paper.CLAIMS
+    if isinstance(scale, CpuScale) or scale in ("cpu", "quick"):
+        sc = scale if isinstance(scale, CpuScale) else paper.CPU if scale == "cpu" else paper.CPU.quick()
+        claims = sc.claims_here(paper.CLAIMS)
+        folder = runs_folder(results_root, version, sc.name)
         runs, tuned, counts = run_cpu(paper, sc, folder, backend, jobs, progress)
     elif scale == "full":
         sc = paper.FULL
         runs, tuned, counts = run_full(paper, sc, results_root, version, backend, jobs, progress, run_missing)
     else:
         raise ValueError(f"scale must be cpu, quick or full, got {scale!r}")
-    results = judge(paper.CLAIMS, runs)
+    results = judge(claims, runs)
     for r in results:
         r["scale"] = sc.name
     return {"paper": paper.PAPER, "title": paper.TITLE, "scale": sc.describe(), "claims": results,
@@ -135,7 +139,20 @@ def judge(claims, runs: dict) -> list[dict]:
     for c, d in zip(claims, decided):
         row = {"id": c.id, "paper": c.paper, "source": c.source, "quote": c.quote, "statement": c.statement,
                "metric": c.metric, "direction": c.direction, **d}
+        shown = COMPANIONS.get(c.metric)
+        if shown:  # the claim's own metric beside the less noisy one that decides it
+            row["companion"] = {"metric": shown, "comparisons": [
+                _summary(paired.pair(comp, shown, runs.get((comp.setting, comp.a), {}),
+                                     runs.get((comp.setting, comp.b), {}))) for comp in c.comparisons]}
         if all(not comp["n"] for comp in d["comparisons"]):
             row["verdict"], row["reason"] = INCONCLUSIVE, "no paired runs"
         out.append(row)
     return out
+
+
+def _summary(pr: dict) -> dict:
+    """Seeds, per-seed values, mean and standard deviation of a paired comparison (``paired.pair``)."""
+    x = pr["x"]
+    mean = sum(x) / len(x) if x else None
+    sd = (sum((v - mean) ** 2 for v in x) / (len(x) - 1)) ** 0.5 if len(x) > 1 else None
+    return {"seeds": pr["seeds"], "values": x, "n": len(x), "mean": mean, "sd": sd}
