@@ -1,5 +1,5 @@
-"""``fedrepro report``: a suite's leaderboard, CSV and plots (``benchmark.report``), or the comparison of two
-versions (``benchmark.compare``)."""
+"""``fedrepro report``: a suite's leaderboard, CSV and plots (``benchmark.report``), the comparison of two
+versions (``benchmark.compare``), or the paper pages (``theory.pages``)."""
 from __future__ import annotations
 
 import sys
@@ -9,6 +9,16 @@ from .. import compare, report, runner
 
 
 def cmd_report(a) -> int:
+    if a.paper:
+        from theory import pages
+
+        try:
+            paths = pages.write_pages(a.paper, a.results, a.out)
+        except ValueError as e:
+            print(f"fedrepro: {e}", file=sys.stderr)
+            return 2
+        print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
+        return 0
     if a.compare:
         old, new = a.compare
         missing = [v for v in (old, new) if not any((d / v).is_dir() for d in Path(a.results).glob("*"))]
@@ -24,7 +34,8 @@ def cmd_report(a) -> int:
             print(f"wrote {a.out}", file=sys.stderr)
         return 0
     if not a.suite:
-        print("fedrepro: report needs --suite NAME (a leaderboard) or --compare OLD NEW", file=sys.stderr)
+        print("fedrepro: report needs --suite NAME (a leaderboard), --compare OLD NEW or --paper NAME|all",
+              file=sys.stderr)
         return 2
     try:
         suite = runner.load_suite(a.suite)
@@ -52,5 +63,9 @@ def add_parser(sub) -> None:
     p.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), help="compare two versions' committed results")
     p.add_argument("--results", default="results", help="results root (default ./results)")
     p.add_argument("--version", help="package version folder (default: the installed version)")
-    p.add_argument("--out", help="with --compare: also write the comparison to this markdown file")
+    p.add_argument("--paper", help="write the paper's page, results/papers/<paper>.md (bherd, fedbat, fedswa, gradma, "
+                                   "lfl, or all): its claims, theory and empirical verdicts, deviations, leaderboards "
+                                   "and the GPU commands, from the committed results")
+    p.add_argument("--out", help="with --compare: also write the comparison to this markdown file; with --paper: the "
+                                 "folder of the pages (default <results>/papers)")
     p.set_defaults(func=cmd_report)
