@@ -155,3 +155,35 @@ def test_the_paper_scale_check_catches_an_unstated_change(monkeypatch, field, va
     monkeypatch.setattr(gradma, "CPU", bad)
     with pytest.raises(AssertionError, match=field):
         test_a_paper_scale_is_the_paper_suite_setting_but_for_its_stated_reductions("gradma")
+
+
+def _curve_rec(seed: int, curve: list[float]) -> dict:
+    T = len(curve)
+    return {"config": {"seed": seed, "rounds": T, "eval_every": 1}, "status": "ok",
+            "final": {"test_accuracy": curve[-1]},
+            "history": [{"round": r + 1, "test_accuracy": a} for r, a in enumerate(curve)],
+            "partition": {"fingerprint": f"p{seed}", "statistics": {"num_classes": 10}},
+            "initial_model": {"fingerprint": f"i{seed}"}}
+
+
+def test_a_scale_decides_a_final_accuracy_claim_on_the_tail_and_shows_the_final_beside_it():
+    """A's last evaluation dips below B's on every seed while A's last 10% is higher: the claim is judged on the
+    tail (the scale's declared metric) and the final-accuracy differences are reported beside it."""
+    from theory.empirical import Claim, Comparison
+    from theory.empirical.run import judge
+
+    c = Claim("toy.tail", "toy", "made up", "q", "A beats B.", "final_accuracy",
+              (Comparison("A", "B", "superior", 0.0, "s"),))
+    sc = dataclasses.replace(empirical.paper("gradma").PAPER_SCALE, only=(), metrics={"final_accuracy":
+                                                                                       "tail_accuracy"})
+    (here,) = sc.claims_here([c])
+    assert here.metric == "tail_accuracy" and "Measured here by the mean test accuracy" in here.statement
+    assert sc.claims_here([c]) == [here] and dataclasses.replace(sc, only=("other.id",)).claims_here([c]) == []
+    runs = {("s", "A"): {s: _curve_rec(s, [0.5] * 18 + [0.9 + 0.01 * s, 0.6]) for s in range(4)},
+            ("s", "B"): {s: _curve_rec(s, [0.5] * 18 + [0.7, 0.7]) for s in range(4)}}
+    (row,) = judge([here], runs)
+    x = row["comparisons"][0]
+    assert x["mean"] == pytest.approx(0.5 * (0.9 + 0.6) - 0.7 + 0.5 * 0.01 * 1.5)  # rounds 19 and 20
+    comp = row["companion"]
+    assert comp["metric"] == "final_accuracy" and comp["comparisons"][0]["mean"] == pytest.approx(-0.1)
+    assert comp["comparisons"][0]["n"] == 4
