@@ -138,13 +138,14 @@ def theory_section(paper: str, theory_report: dict | None, where: str) -> list[s
 
 def scales_section(paper: str) -> list[str]:
     from . import empirical
+    from .empirical.scale import paper_scales
 
     mod = empirical.paper(paper)
     md = ["## Scales the claims run at now", "",
           f"`theory/empirical/{paper}.py`; `fedrepro claims --paper {paper}` runs them on a CPU, resumable. The "
           "cost plan counts the tuning runs and up to the most paired seeds the plan allows, at the measured "
           "minutes per run.", ""]
-    for sc in empirical.scales(mod):
+    for sc in paper_scales(mod):
         d = sc.describe()
         only = ", ".join(d["only"]) if d["only"] else "all claims"
         md += [f"### `{d['scale']}` ({only})", "", d["why"] or "", ""]

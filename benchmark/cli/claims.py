@@ -206,6 +206,7 @@ def write_report(papers: list[dict], folder: Path, meta: dict) -> dict:
 def cmd_claims(a) -> int:
     from theory import empirical
     from theory.empirical import run as erun
+    from theory.empirical.scale import paper_scales
 
     scale = "quick" if a.quick else a.scale
     try:
@@ -217,7 +218,7 @@ def cmd_claims(a) -> int:
     papers = []
     try:
         for m in mods:
-            for sc in ([scale] if scale == "full" else empirical.scales(m, scale)):  # a paper's CPU scales in turn
+            for sc in ([scale] if scale == "full" else paper_scales(m, scale)):  # a paper's CPU scales in turn
                 papers.append(erun.run_paper(m, sc, a.results, None, a.backend, a.jobs, progress=not a.no_progress,
                                              run_missing=not a.no_run))
     except KeyboardInterrupt:

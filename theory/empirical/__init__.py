@@ -4,12 +4,10 @@ contradict (DESIGN.md, "Empirical claims"); ``fedrepro claims`` runs them and wr
 * ``claim``: arms, metrics, comparisons (margin, direction), claims; verdicts SUPPORTED / CONTRADICTED /
   INCONCLUSIVE.
 * ``paired``: the paired test (``theory.stats``) and Holm's correction over a paper's claims.
-* ``scale``: the CPU scales (the paper's regime, reduced and stated; a paper's ``SCALES``, the first of which runs
-  every claim) and the full scale (the paper suites).
-* ``metrics``: what a comparison takes from a run record (final, tail and mean accuracy, bits).
+* ``scale``: the CPU scale (the paper's regime, reduced and stated) and the full scale (the paper suites).
 * ``run``: cells through the benchmark's runner and tuning protocol, then the verdicts.
 * one module per paper (``fedbat``, ``gradma``, ``lfl``, ``fedswa``, ``bherd``): its ``CLAIMS``, ``ARMS``,
-  ``SCALES`` (``CPU`` is the first) and ``FULL`` scales, and nothing else.
+  ``CPU`` and ``FULL`` scales, and nothing else.
 """
 from __future__ import annotations
 
@@ -31,17 +29,6 @@ def papers(name: str | None = None) -> list:
     """The paper modules to run: all, or one. A paper's claims are one family for the multiple-testing
     correction, so they always run together."""
     return [paper(n) for n in ([name] if name else PAPERS)]
-
-
-def scales(mod, which: str = "cpu") -> list:
-    """The CPU scales of paper module ``mod`` to run: all of ``SCALES`` ("cpu"), or the first one's quick variant
-    ("quick": a smoke test of the whole path, one scale per paper)."""
-    all_scales = list(getattr(mod, "SCALES", (mod.CPU,)))
-    if which == "quick":
-        return [all_scales[0].quick()]
-    if which != "cpu":
-        raise ValueError(f"which must be cpu or quick, got {which!r}")
-    return all_scales
 
 
 def all_claims() -> list[Claim]:

@@ -1,5 +1,9 @@
-"""Where a paper's claims are run: the CPU scale (the paper's regime with less data and fewer rounds, every
-reduction stated with its factor) or the full scale (the paper suites' own cells, e.g. on a GPU).
+"""Where a paper's claims are run: its CPU scales (``SCALES``: the paper's own setting where a CPU affords it,
+named "paper", else the paper's regime with less data, a narrower model or fewer rounds, every reduction stated
+with its factor; a second scale runs the main claim again with at least 4x the work, "cpu4x") or the full scale
+(the paper suites' own cells, e.g. on a GPU). Each CPU scale says why it was chosen, which claims it runs, which
+less noisy metric stands in for a claim's own (``metrics``), and what a run costs, from which ``cost_plan``
+plans the full report.
 
 The claims themselves do not change between scales: a scale only says which experiments stand for each
 (setting, arm) of a claim, how their hyperparameters are chosen, and which seeds pair them.
@@ -191,6 +195,17 @@ class FullScale:
 
     def describe(self) -> dict:
         return {"scale": self.name, "suite": self.suite, "settings": self.settings, "tuning": self.tuning}
+
+
+def paper_scales(mod, which: str = "cpu") -> list:
+    """The CPU scales of paper module ``mod``: all of its ``SCALES`` ("cpu"; the first runs every claim, and is the
+    module's ``CPU``), or the first one's quick variant ("quick": a smoke test of the whole path)."""
+    scales = list(getattr(mod, "SCALES", (mod.CPU,)))
+    if which == "quick":
+        return [scales[0].quick()]
+    if which != "cpu":
+        raise ValueError(f"which must be cpu or quick, got {which!r}")
+    return scales
 
 
 def arm_matches(a: Arm, cfg: dict) -> bool:
