@@ -54,10 +54,11 @@ def test_a_sequential_report_shows_its_seeds_and_why_it_stopped(tmp_path):
     rep = json.loads(path.read_text())
     c = next(p for p in rep["papers"] if p["paper"] == "gradma")["claims"][0]
     c["seeds_used"], c["stop_reason"] = 17, "decided at the third look (17 seeds)"
+    c["closest"] = {"verdict": "SUPPORTED", "text": "SUPPORTED at p = 0.07"}
     path.write_text(json.dumps(rep))
     text = pages.page("gradma", res)
     row = next(ln for ln in text.splitlines() if ln.startswith(f"| {c['id']} |"))
-    assert "| 17 |" in row and "decided at the third look" in row
+    assert "| 17 |" in row and "decided at the third look" in row and "closest: SUPPORTED at p = 0.07" in row
     # and a report without those keys says that its seeds were fixed
     assert "a fixed 5 paired seeds" in pages.page("fedbat", res)
 

@@ -78,13 +78,13 @@ def seeds_used(c: dict) -> int:
 
 
 def stop_reason(c: dict) -> str:
-    """Why a claim's seeds stopped: the report's own words where it has them."""
-    for k in STOP_KEYS:
-        if c.get(k):
-            return str(c[k])
-    if c.get("reason"):
-        return str(c["reason"])
-    return f"a fixed {seeds_used(c)} paired seeds (this report has no sequential stopping)"
+    """Why a claim's seeds stopped: the report's own words where it has them (and, for an undecided claim, the
+    decision that came closest)."""
+    why = next((str(c[k]) for k in STOP_KEYS if c.get(k)), None) or (str(c["reason"]) if c.get("reason") else None)
+    if why is None:
+        return f"a fixed {seeds_used(c)} paired seeds (this report has no sequential stopping)"
+    closest = c.get("closest") if isinstance(c.get("closest"), dict) else None
+    return why + (f"; closest: {closest['text']}" if closest and closest.get("text") else "")
 
 
 def empirical_section(paper: str, claims_report: dict | None, where: str) -> list[str]:
