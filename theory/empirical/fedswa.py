@@ -89,9 +89,10 @@ CPU4X = dataclasses.replace(
         "effect grows or shrinks towards the paper's length of training.",
     settings=_settings(rounds=160, eval_every=4),
     reductions=_DATA_MODEL + (Reduction("rounds", "1,000", "160", "÷6.25 (4x the cpu scale)"), _WD, _TAIL,
-                              Reduction("seeds", "3", "paired seeds in looks, up to 10", "more")),
+                              Reduction("seeds", "3", "one look of 5 paired seeds (the budget's limit at 4x)",
+                                        "more")),
     grids={a: _LR for a in ("fedmoswa", "scaffold")},
-    cost={"fedmoswa": 2.1, "scaffold": 2.1},
+    cost={"fedmoswa": 2.1, "scaffold": 2.1}, max_seeds=5,
     cost_note="CPU time per run at one torch thread: 4x the cpu scale's rounds at its measured per-round cost, "
               "evaluations every 4th round")
 
