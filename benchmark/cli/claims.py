@@ -56,11 +56,12 @@ def add_parser(sub) -> None:
     p.add_argument("--paper", help="only this paper's claims (bherd, fedbat, fedswa, gradma, lfl); written to "
                                    "<folder>/partial/<paper>")
     p.add_argument("--quick", action="store_true",
-                   help="one look of a few seeds at a reduced scale for CI, a smoke test and never a verdict; "
-                        "written to <folder>/quick")
+                   help="a smoke test of every paper's first scale in seconds (1-2 rounds, <= 20 samples per client, 2 "
+                        "grid values, one look of 3 seeds) for CI, never a verdict; written to <folder>/quick")
     p.add_argument("--scale", choices=["cpu", "full"], default="cpu",
-                   help="cpu: the stated reduced scale (default); full: the paper suites' cells (GPU), written to "
-                        "<folder>/full")
+                   help="cpu: each paper's CPU scales in turn, sharing its budget (default; the paper's own setting "
+                        "where a CPU affords it, else a stated reduction, and the main claim again at 4x the "
+                        "compute); full: the paper suites' cells (GPU), written to <folder>/full")
     p.add_argument("--looks", help="replace the papers' looks, e.g. 5 (one fixed look of 5 paired seeds) or "
                                    "5,10,20")
     p.add_argument("--before", default="previous",

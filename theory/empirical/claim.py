@@ -29,6 +29,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# the metrics live in ``metrics``; re-exported here for the callers of ``claim``
+from .metrics import (METRICS, bits_down_per_round, chance_level, final_accuracy,  # noqa: F401
+                      mean_accuracy, tail_accuracy)
+
 SUPPORTED, CONTRADICTED, NEGLIGIBLE, INCONCLUSIVE = "SUPPORTED", "CONTRADICTED", "NEGLIGIBLE", "INCONCLUSIVE"
 VERDICTS = (SUPPORTED, CONTRADICTED, NEGLIGIBLE, INCONCLUSIVE)
 TESTS = ("superior", "noninferior", "ratio")
@@ -49,46 +53,6 @@ class Arm:
 
 def arm(algorithm: str, name: str | None = None, **args) -> Arm:
     return Arm(name or algorithm, algorithm, dict(args))
-
-
-# ---------------------------------------------------------------------------------------------- metrics
-
-
-def chance_level(rec: dict) -> float:
-    k = (rec.get("partition") or {}).get("statistics", {}).get("num_classes")
-    return 1.0 / k if k else 0.0
-
-
-def final_accuracy(rec: dict) -> float:
-    """Test accuracy after the last round; a diverged run counts at chance level (1 / number of classes)."""
-    if rec["status"] == "diverged":
-        return chance_level(rec)
-    return float(rec["final"]["test_accuracy"])
-
-
-def mean_accuracy(rec: dict) -> float:
-    """Mean test accuracy over the evaluated rounds (eval_every, 2 eval_every, ..., rounds): the normalised area
-    under the accuracy curve, a convergence-speed metric; rounds after a divergence count at chance level."""
-    cfg = rec["config"]
-    every, rounds = int(cfg.get("eval_every") or 1), int(cfg["rounds"])
-    grid = sorted(set(range(every, rounds + 1, every)) | {rounds})
-    acc = {h["round"]: h["test_accuracy"] for h in rec["history"] if h.get("test_accuracy") is not None}
-    chance = chance_level(rec)
-    return float(sum(acc.get(r, chance) for r in grid) / len(grid))
-
-
-def bits_down_per_round(rec: dict) -> float:
-    """Downlink bits per round (summed over the devices that receive the broadcast), as counted from the
-    packed payloads."""
-    return float(rec["final"]["bits_down_per_round"])
-
-
-METRICS = {
-    "final_accuracy": (final_accuracy, "final test accuracy", "points", 100.0),
-    "mean_accuracy": (mean_accuracy, "mean test accuracy over the evaluated rounds (area under the curve)",
-                      "points", 100.0),
-    "bits_down_per_round": (bits_down_per_round, "downlink bits per round", "x", 1.0),
-}
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from benchmark import runner, store, tuning
 from benchmark.experiment import code_version
 
 from .judge import Judge
-from .scale import CpuScale, FullScale, arm_matches
+from .metrics import COMPANIONS
+from .scale import CpuScale, FullScale, arm_matches, paper_scales
 
 
 def needed(claims) -> list[tuple[str, str]]:
@@ -44,7 +45,7 @@ def runs_folder(results_root, version: str | None, scale_name: str) -> Path:
 def cells(paper, scale: CpuScale) -> dict:
     """The tuning cells of every (setting, arm) of ``paper`` at ``scale`` (no runs): {(setting, arm): [exp]}."""
     return {(s, a): [e for _, _, e in tuning.tuning_cells(scale.base(s, paper.ARMS[a]), scale.plan(a))]
-            for s, a in needed(paper.CLAIMS)}
+            for s, a in needed(claims_at(scale, paper.CLAIMS))}
 
 
 def _records(folder: Path) -> dict[str, dict]:
@@ -147,12 +148,8 @@ def scale_looks(looks: tuple, max_seeds: int | None = None) -> tuple:
 
 
 def _companions() -> dict:
-    """{metric measured: the claim's own metric, shown beside it} (``metrics.COMPANIONS``, where the scales
-    declare a less noisy metric standing in for the claim's)."""
-    try:
-        from .metrics import COMPANIONS
-    except ImportError:  # no stand-in metrics declared
-        return {}
+    """{metric measured: the claim's own metric, shown beside it} (``metrics.COMPANIONS``, where a scale declares
+    a less noisy metric standing in for the claim's)."""
     return dict(COMPANIONS)
 
 
@@ -194,7 +191,7 @@ def judge(claims, runs: dict, looks: tuple | None = None) -> list[dict]:
     first n seeds for each n in ``looks`` (default: one look of all the seeds there are)."""
     seeds = sorted({s for v in runs.values() for s in v})
     looks = tuple(looks or (max(2, len(seeds)),))
-    j = Judge(claims, looks)
+    j = Judge(claims, looks, companions=_companions())
     for k, n in enumerate(looks):
         j.look(k, runs, seeds[:n])
         if j.tracker.done:
@@ -204,15 +201,12 @@ def judge(claims, runs: dict, looks: tuple | None = None) -> list[dict]:
 
 def scales_of(paper, scale: str) -> list:
     """What ``run_claims`` runs for ``paper``: "full"; the quick variant of its first CPU scale; or every CPU
-    scale it declares (``SCALES``; the first runs every claim), else its ``CPU`` scale."""
+    scale it declares (``scale.paper_scales``: its ``SCALES``, the first running every claim, else its ``CPU``)."""
     if scale == "full":
         return ["full"]
-    all_scales = list(getattr(paper, "SCALES", (paper.CPU,)))
-    if scale == "quick":
-        return [all_scales[0].quick()]
-    if scale != "cpu":
+    if scale not in ("cpu", "quick"):
         raise ValueError(f"scale must be cpu, quick or full, got {scale!r}")
-    return all_scales
+    return paper_scales(paper, scale)
 
 
 def report_folder(results_root, scale: str, paper: str | None = None, out=None) -> Path:
