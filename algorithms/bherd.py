@@ -25,13 +25,19 @@ Choices the paper leaves open (``bherd.md`` Sec. 1.4, 6.1):
 * ``selection``: ``"herding"`` (Algorithm 2, the paper), ``"random"`` (a uniformly random subset of
   k_i steps, drawn from ``ctx.rng``) and ``"closest"`` (the k_i steps individually closest to the
   local mean, Fig. 1(d)'s reading): the controls recommended by ``bherd.md`` Sec. 2. They are options,
-  and also registered as ``bherd_random`` and ``bherd_closest`` (the same class with that default) so
+  and also registered as ``bherd_random`` and ``bherd_closest`` (configurations: BHerd with that default) so
   that a suite's algorithm list can hold them;
 * ``base="fednova"`` (BHerd-FedNova, Fig. 2b; how BHerd plugs into FedNova is not specified): the
   herded, 1/alpha-rescaled update u_i is normalised by FedNova's rule (Wang et al. 2020),
   w_{t+1} = w_t + tau_eff * sum_i p_i u_i / tau_i with tau_eff = sum_i p_i tau_i (= ``"fedavg"`` when
   all tau_i are equal), also registered as ``bherd_fednova``. BHerd-SCAFFOLD (Fig. 2b) is
   ``bherd_scaffold.py``: it reuses ``HerdedSteps`` below on SCAFFOLD's corrected steps.
+
+Local optimizer (``check_optimizer``): with base ``"fedavg"`` any (the stored steps are the steps the
+optimizer applied, and only their fraction is counted). With base ``"fednova"`` FedNova's tau_i is the
+effective number of steps of the local solver: tau_i for plain SGD, FedNova's ||a_i||_1 under heavy-ball
+momentum (``optim.effective_steps``; the client then sends it as one fp32 scalar, as FedNova does), and Adam
+(or another optimizer), for which FedNova has no ||a_i||_1, is refused before any training.
 
 ``HerdedSteps`` (local SGD with stored steps, selection, rescaling) and ``Selection`` (the
 hyperparameters alpha, selection, rescale, with their constraints) are shared with ``bherd_scaffold.py``.
@@ -46,9 +52,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import herding
-from .base import Algorithm, Message, diagnose, register
-from .hyper import Range, choice, param
+from .core import Algorithm, Message, configure, diagnose, herding, optim, register
+from .core.hyper import Range, choice, param
 
 SELECTIONS = ("herding", "random", "closest")
 BASES = ("fedavg", "fednova")
@@ -140,14 +145,24 @@ class BHerd(HerdedSteps, Algorithm):
     class Hyper(Selection):
         base: str = param("fedavg", BASE)  # fedavg (BHerd-FedAvg) | fednova (BHerd-FedNova)
 
+    @classmethod
+    def check_optimizer(cls, hp, optimizer):
+        if hp.base == "fednova" and optim.heavy_ball(optimizer) is None:
+            raise optim.refuse(cls.name, optimizer, "base='fednova' normalises by FedNova's ||a_i||_1, derived for "
+                               "SGD only", "Use optimizer 'sgd' (with or without momentum), or base='fedavg'")
+
     def local_update(self, ctx, downlink, client_state):
         u = self.herded_update(ctx, self.receive(downlink, client_state))
+        beta = optim.heavy_ball(ctx.optimizer)
+        if self.hp.base == "fednova" and beta:  # FedNova's ||a_i||_1 of heavy-ball SGD, sent as FedNova does
+            a = optim.effective_steps(beta, ctx.steps).reshape(1)
+            return Message({"delta": (-u).to(torch.float32), "a": a}), client_state
         return Message.dense(-u, "delta"), client_state
 
     def aggregate(self, server_state, uplinks, weights, info):
         d = uplinks["delta"]
         if self.hp.base == "fednova":
-            tau = info.steps.to(d.dtype)
+            tau = (uplinks["a"][:, 0] if "a" in uplinks.parts else info.steps).to(d.dtype)
             tau_eff = (weights.to(d.dtype) * tau).sum()
             delta = tau_eff * self.weighted_mean(d / tau[:, None], weights)
         else:
@@ -155,34 +170,12 @@ class BHerd(HerdedSteps, Algorithm):
         return {**server_state, "params": server_state["params"] + delta}
 
 
-@register
-class BHerdRandom(BHerd):
-    """Control: a uniformly random subset of round(alpha * tau_i) steps, same rescaling."""
-
-    name = "bherd_random"
-
-    @dataclass(frozen=True)
-    class Hyper(BHerd.Hyper):
-        selection: str = "random"
-
-
-@register
-class BHerdClosest(BHerd):
-    """Control: the round(alpha * tau_i) steps individually closest to the local mean."""
-
-    name = "bherd_closest"
-
-    @dataclass(frozen=True)
-    class Hyper(BHerd.Hyper):
-        selection: str = "closest"
-
-
-@register
-class BHerdFedNova(BHerd):
-    """BHerd-FedNova (Fig. 2b): herded update, FedNova's normalised aggregation."""
-
-    name = "bherd_fednova"
-
-    @dataclass(frozen=True)
-    class Hyper(BHerd.Hyper):
-        base: str = "fednova"
+BHerdRandom = register(configure(
+    BHerd, "bherd_random", "Control: a uniformly random subset of round(alpha * tau_i) steps, same rescaling.",
+    selection="random"))
+BHerdClosest = register(configure(
+    BHerd, "bherd_closest", "Control: the round(alpha * tau_i) steps individually closest to the local mean.",
+    selection="closest"))
+BHerdFedNova = register(configure(
+    BHerd, "bherd_fednova", "BHerd-FedNova (Fig. 2b): herded update, FedNova's normalised aggregation.",
+    base="fednova"))

@@ -31,7 +31,13 @@ assumption; every choice below is ours, not the paper's:
 4. **Messages: SCAFFOLD's.** Down: x and c; up: (Delta y_i, Delta c_i); 2 fp32 vectors each way, as
    SCAFFOLD (herding needs K_i x d memory on the client, no extra communication).
 
-With alpha = 1 every step is kept, u_i = x - y_{K_i}, and BHerd-SCAFFOLD is SCAFFOLD exactly (tested).
+Local optimizer: SCAFFOLD's rule and ``convention`` (``scaffold.py``), unchanged. The stored steps are the steps
+the optimizer applied (under momentum, eta_l times its buffer; with ``convention="niid_bench"``, including the
+correction applied after it), and under heavy-ball momentum K_i in item 3 is the momentum's effective number of
+steps ||a_i||_1; Adam is refused with ``convention="exact"`` (``Scaffold.check_optimizer``).
+
+With alpha = 1 every step is kept, u_i = x - y_{K_i}, and BHerd-SCAFFOLD is SCAFFOLD exactly (tested, also
+under momentum).
 Hyperparameters: BHerd's ``alpha``, ``selection``, ``rescale`` and SCAFFOLD's ``eta_g``, ``weighting``
 (defaults: BHerd's alpha = 0.5 with herding, SCAFFOLD's eta_g = 1 with uniform weights).
 """
@@ -39,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import register
+from .core import register
 from .bherd import HerdedSteps, Selection
 from .scaffold import Scaffold
 

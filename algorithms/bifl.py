@@ -31,10 +31,9 @@ from dataclasses import dataclass
 
 import torch
 
-from . import compression
-from .base import Algorithm, Message, register
-from .compress import SCOPES, fp32_layers, lift, split_layout
-from .hyper import BOOL, POSITIVE, choice, param
+from .core import Algorithm, Message, configure, register
+from .compress import SCOPES, fp32_layers, get, split_layout
+from .core.hyper import BOOL, POSITIVE, choice, param
 
 
 def sign_pm(w: torch.Tensor) -> torch.Tensor:
@@ -63,8 +62,8 @@ class BiFL(Algorithm):
         self.bin_slices, self.fp_slices = split_layout(layout, hp.scope)
         self._is_bin = {s.name for s in self.bin_slices}
         # the uplink: sign(w) (+-1, sign(0) = +1) on the binarized tensors, fp32 elsewhere; or all fp32
-        self.uplink = (lift(compression.get("identity")) if hp.full
-                       else fp32_layers(compression.get("sign", alpha=1.0), layout, hp.scope))
+        self.uplink = (get("identity") if hp.full
+                       else fp32_layers(get("sign", alpha=1.0), layout, hp.scope))
 
     def binarized(self, w: torch.Tensor, ste: bool = False) -> torch.Tensor:
         """The BNN's weights: sign(w) on binarized tensors (with the STE gradient when ``ste``)."""
@@ -103,10 +102,4 @@ class BiFL(Algorithm):
         return {**server_state, "params": self.weighted_mean(ws, weights)}
 
 
-@register
-class BiFLFull(BiFL):
-    name = "bifl_full"
-
-    @dataclass(frozen=True)
-    class Hyper(BiFL.Hyper):
-        full: bool = True
+BiFLFull = register(configure(BiFL, "bifl_full", "BiFL-Full: the fp32 latent weights are uploaded.", full=True))

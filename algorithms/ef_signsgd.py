@@ -7,7 +7,7 @@ conducting another binarization", with the step size alpha = ||m||_1 / d. Client
     p = m_{t+1}^k + e_k,     C(p) = (||p||_1 / d) sign(p),     e_k <- p - C(p)
 
 and sends C(p): one bit per entry and the fp32 scale; the server applies sum_k p'_k C(p_k) (Eq. 3 with
-the sent scale). Uplink: ``compress.error_feedback`` around ``compression.get("scaled_sign")``
+the sent scale). Uplink: ``compress.error_feedback`` around ``compress.get("scaled_sign")``
 (``error_feedback = True`` in ``CompressedUpdate``), whose state is the client state ``residual``. With ``per_layer=True`` (default) p, the scale and e are per
 compressed layer; fp32 parameters (``scope="weights"``: BatchNorm, biases) have no residual.
 
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import compression
-from .base import register
-from .compressed_update import SCOPE, CompressedUpdate
-from .hyper import BOOL, param
+from .compress import get
+from .core import register
+from .compress.compressed_update import SCOPE, CompressedUpdate
+from .core.hyper import BOOL, param
 
 
 @register
@@ -36,4 +36,4 @@ class EFSignSGD(CompressedUpdate):
         per_layer: bool = param(True, BOOL)  # the scale ||p||_1/d and the residual per layer
 
     def make_operator(self):
-        return compression.get("scaled_sign")
+        return get("scaled_sign")

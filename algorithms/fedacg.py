@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
-from .hyper import MOMENTUM, NONNEGATIVE, param
+from .core import Algorithm, Message, register
+from .core.hyper import MOMENTUM, NONNEGATIVE, param
 
 
 @register

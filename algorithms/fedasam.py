@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
+from .core import Algorithm, Message, register
 from .fedsam import _TINY, sam_grad
-from .hyper import NONNEGATIVE, param
+from .core.hyper import NONNEGATIVE, param
 
 
 def asam_perturbation(p: torch.Tensor, g: torch.Tensor, rho: float, eta: float) -> torch.Tensor:

@@ -1,23 +1,26 @@
 """FedAvg (McMahan et al., 2017), the backbone every paper compares against.
 
-Clients run local SGD from the broadcast model w_t and send their update Delta_k = w_k - w_t in
-fp32; the server applies the weighted mean of the updates (FedBAT paper, Eq. 2):
+Clients run local SGD from the broadcast model w_t and send their update in fp32; the server applies the
+weighted mean of the updates (FedBAT paper, Eq. 2):
 
     w_{t+1} = w_t + eta_g * sum_{k in S_t} p'_k (w_{t+1}^k - w_t),   p'_k = p_k / sum_{j in S_t} p_j
 
-with eta_g = 1 in the original algorithm.
+with eta_g = 1 in the original algorithm. The update travels as d_k = w_t - w_{t+1}^k and the server step is
+the server optimizer's on the pseudo-gradient d = sum_k p'_k d_k (``optim.ServerSGD``: w_{t+1} = w_t - eta_g d,
+the same rule), so that FedAvgM (``fedavgm``) is this algorithm with ``optim.ServerMomentum``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Algorithm, Message, register
-from .hyper import POSITIVE, param
+from .core import Algorithm, Message, optim, register
+from .core.hyper import POSITIVE, param
 
 
 @register
 class FedAvg(Algorithm):
     name = "fedavg"
+    server_optimizer = optim.ServerSGD
 
     @dataclass(frozen=True)
     class Hyper:
@@ -26,8 +29,9 @@ class FedAvg(Algorithm):
     def local_update(self, ctx, downlink, client_state):
         w0 = self.receive(downlink, client_state)
         w = self.sgd_loop(ctx, w0)
-        return Message.dense(w - w0, "delta"), client_state
+        return Message.dense(w0 - w, "d"), client_state
 
     def aggregate(self, server_state, uplinks, weights, info):
-        delta = self.weighted_mean(uplinks["delta"], weights)
-        return {**server_state, "params": server_state["params"] + self.hp.eta_g * delta}
+        # p'_k: the engine's sample weights; FedAvgM declares ``weighting`` to choose them
+        p = self.client_weights(weights, getattr(self.hp, "weighting", "samples"))
+        return self.server_step(server_state, self.weighted_mean(uplinks["d"], p))

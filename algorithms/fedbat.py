@@ -14,8 +14,8 @@ Straight-through derivatives (Eq. 8-9), floor() treated as the identity:
     dS/dx     = 1[|x| <= alpha]
     dS/dalpha = 1 (x > alpha),  -1 (x < -alpha),  2 floor((alpha + x)/(2 alpha) + zeta) - (x + alpha)/alpha  (in range)
 
-The bits come from ``algorithms.compression.binary_code``, the function the ``binarize`` operator
-(``compression.Binarize``, the operator of the theory checks) encodes with; FedBAT's uplink is the
+The bits come from ``algorithms.compress.binary_code``, the function the ``binarize`` operator
+(``compress.Binarize``, the operator of the theory checks) encodes with; FedBAT's uplink is the
 transform ``compress.fp32_layers(layer_binarize(...), layout, scope)``: ``binary_code`` per layer with
 that layer's alpha (the transform's state), the tensors outside ``scope`` in fp32.
 ``binarize_ste`` writes S as a differentiable expression whose value is exactly Eq. 6-7 and whose
@@ -73,12 +73,10 @@ from typing import ClassVar
 
 import torch
 
-from . import compression
-from .base import Algorithm, Message, diagnose, register
-from .compress import SCOPES, Replay, fp32_layers, lift, scope_layout, split_layout
+from .core import Algorithm, Message, diagnose, register
+from .compress import SCOPES, Replay, binary_code, fp32_layers, get, scope_layout, split_layout
 from .compress.layer_binarize import layer_binarize
-from .compression import binary_code
-from .hyper import BOOL, NONNEGATIVE, Range, choice, param
+from .core.hyper import BOOL, NONNEGATIVE, Range, choice, param
 
 ALPHA_MODES = ("learned", "inf")
 UPLINKS = ("binary", "fp32")
@@ -139,7 +137,7 @@ class FedBAT(Algorithm):
         self._is_bin = {s.name for s in self.bin_slices}
         self.d_bin = sum(s.numel for s in self.bin_slices)
         self.d_fp = sum(s.numel for s in self.fp_slices)
-        self.uplink = (lift(compression.get("identity")) if hp.uplink == "fp32"
+        self.uplink = (get("identity") if hp.uplink == "fp32"
                        else fp32_layers(layer_binarize(scope_layout(layout, hp.scope)), layout, hp.scope))
 
     # -- the step size --

@@ -14,6 +14,11 @@ i.e. the local gradient is g_k(theta) - nabla L_k(theta_k^{t-1}) + alpha (theta 
 The client sends theta_k^t - theta^{t-1} (fp32, as FedAvg). ``weighting`` chooses p_k: ``"uniform"``
 (default, the paper's 1/|P_t|) or ``"samples"`` (n_k / sum n_j); h always averages over all N
 clients (the paper's 1/m). theta^t is both the broadcast and the evaluated model.
+
+Local optimizer: any. Line 6 is the stationarity condition of the local objective at theta_k^t, not a
+displacement over K steps and a learning rate, so it holds for whatever solver approximates the local minimiser
+(plain SGD, heavy ball, Adam; tested not to diverge under each, and to reach the optimum of a heterogeneous
+least-squares problem under momentum 0.9).
 """
 from __future__ import annotations
 
@@ -21,8 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
-from .hyper import POSITIVE, WEIGHTING, param
+from .core import Algorithm, Message, register
+from .core.hyper import POSITIVE, WEIGHTING, param
 
 
 @register

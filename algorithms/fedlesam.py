@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
+from .core import Algorithm, Message, register
 from .fedsam import _TINY
-from .hyper import NONNEGATIVE, param
+from .core.hyper import NONNEGATIVE, param
 
 
 @register

@@ -33,9 +33,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import optim
-from .base import Algorithm, Message, register, with_server_momentum
-from .hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
+from .core import Algorithm, Message, optim, register, with_server_momentum
+from .core.hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
 
 
 def _weighted_mean(per: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

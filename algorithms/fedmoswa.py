@@ -25,6 +25,18 @@ hold n samples, where both are 1/s). Paper defaults: rho = 0.1, alpha = 1.5, gam
 Under Option II, c_i^+ = sum_k eta_k g_i(theta_{i,k}) / sum_k eta_k (the LR-weighted mean of the local
 minibatch gradients) when the local optimizer is plain SGD.
 
+Local optimizer (``check_optimizer`` refuses the rest before any training). The corrected gradient
+h_k = g_i(theta_{i,k}) - c_i + m of Eq. (5) is what the experiment's optimizer steps on. Under heavy-ball
+momentum beta (torch semantics, b_k = beta b_{k-1} + h_k, b_0 = h_0) the model change is
+sum_k eta_k b_k = sum_j w_j h_j with w_j = sum_{k>=j} eta_k beta^{k-j}, amplified over sum_k eta_k by up to
+1 / (1 - beta); Option II then divides by sum_j w_j = sum_k eta_k (1 - beta^{k+1}) / (1 - beta) instead of
+sum_k eta_k (``fedswa.swa_local_loop``, ``optim.momentum_gain``), so c_i^+ is the w-weighted mean of the
+local gradients, as SCAFFOLD's rule under momentum (``scaffold.py``). Dividing by sum_k eta_k, c_i re-enters
+its own update with the factor 1 - r (r = sum_j w_j / sum_k eta_k, about 2.6 at K = 5, beta = 0.9), and
+FedMo / FedMoSWA diverge (tested). Option I (c_i^+ = a gradient) needs no rule and takes any optimizer;
+Option II with Adam (or another optimizer) is refused: Adam's model change is not a fixed linear combination
+of the h_k.
+
 FedMo (``fedmo``): the paper's ablation "FedMoSWA without SWA", i.e. rho = 1 and alpha = 1 (Tables
 4-6), registered with those defaults.
 
@@ -39,9 +51,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
+from .core import Algorithm, Message, optim, register
 from .fedswa import swa_local_loop
-from .hyper import POSITIVE, Range, choice, param
+from .core.hyper import POSITIVE, Range, choice, param
 
 
 @register
@@ -55,6 +67,13 @@ class FedMoSWA(Algorithm):
         gamma: float = param(0.2, Range("(0, 1]"))  # server control-variate momentum (Eq. 7)
         # client control-variate update, Eq. (6): 1 = g_i(theta), 2 = from the model change
         option: int = param(2, choice(1, 2))
+
+    @classmethod
+    def check_optimizer(cls, hp, optimizer):
+        if hp.option == 2 and optim.heavy_ball(optimizer) is None:
+            raise optim.refuse(cls.name, optimizer, "Option II's c_i^+ divides the model change by the local "
+                               "steps' learning rates, a rule for plain or heavy-ball SGD only",
+                               "Use optimizer 'sgd' (with any momentum), or option=1")
 
     def init(self, params):
         return {"params": params.clone(), "m": torch.zeros_like(params)}

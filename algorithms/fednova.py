@@ -13,10 +13,10 @@ and the server steps with the effective number of steps (Wang et al., Eq. 6 with
 ||a_i||_1 for the local solvers of the paper (Sec. 4 / App.): plain SGD, tau_i; SGD with momentum rho
 (torch semantics, the experiment's ``momentum``), [tau_i - rho (1 - rho^tau_i)/(1 - rho)] / (1 - rho);
 proximal SGD (``mu`` > 0, FedProx's term), [1 - (1 - eta_l mu)^tau_i] / (eta_l mu). Momentum and mu
-together, and Adam, are not covered by the paper and are refused. Weight decay is treated as part of
-the gradient. With equal tau_i and eta_g = 1 this is FedAvg (tested). ``weighting`` chooses p_i
-(``"samples"``, the paper's data-size weights, or ``"uniform"``). The uplink is the fp32 d_i plus the
-fp32 scalar ||a_i||_1.
+together, and Adam, are not covered by the paper and are refused before any training (``check_optimizer``).
+Weight decay is treated as part of the gradient. With equal tau_i and eta_g = 1 this is FedAvg (tested).
+``weighting`` chooses p_i (``"samples"``, the paper's data-size weights, or ``"uniform"``). The uplink is
+the fp32 d_i plus the fp32 scalar ||a_i||_1.
 """
 from __future__ import annotations
 
@@ -24,9 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import optim
-from .base import Algorithm, Message, register
-from .hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
+from .core import Algorithm, Message, optim, register
+from .core.hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
 
 
 @register
@@ -39,6 +38,16 @@ class FedNova(Algorithm):
         eta_g: float = param(1.0, POSITIVE)
         weighting: str = param("samples", WEIGHTING)
 
+    @classmethod
+    def check_optimizer(cls, hp, optimizer):
+        beta = optim.heavy_ball(optimizer)
+        if beta is None:
+            raise optim.refuse(cls.name, optimizer, "FedNova derives ||a_i||_1 for SGD only (Wang et al. 2020, "
+                               "Sec. 4)", "Use optimizer 'sgd' (with or without momentum)")
+        if beta > 0 and hp.mu > 0:
+            raise optim.refuse(cls.name, optimizer, "local momentum together with mu > 0 is not covered by the "
+                               "paper's ||a_i||_1", "Set momentum = 0 or mu = 0")
+
     def a_norm(self, optimizer, steps: torch.Tensor, lr: float) -> torch.Tensor:
         """||a_i||_1 for this client's local solver (a 0-d tensor; steps may be batched under vmap)."""
         if not isinstance(optimizer, optim.SGD):
@@ -48,7 +57,7 @@ class FedNova(Algorithm):
         if rho > 0 and mu > 0:
             raise ValueError("fednova: local momentum together with mu > 0 is not covered by the paper")
         if rho > 0:
-            return (tau - rho * (1 - rho ** tau) / (1 - rho)) / (1 - rho)
+            return optim.effective_steps(rho, steps)
         if mu > 0:
             return (1 - (1 - lr * mu) ** tau) / (lr * mu)
         return tau

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import optim
-from .base import Algorithm, Message, register, with_server_momentum
-from .hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
+from .core import Algorithm, Message, optim, register, with_server_momentum
+from .core.hyper import NONNEGATIVE, POSITIVE, WEIGHTING, param
 
 
 @register

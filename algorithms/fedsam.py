@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
-from .hyper import NONNEGATIVE, param
+from .core import Algorithm, Message, register
+from .core.hyper import NONNEGATIVE, param
 
 _TINY = 1e-12
 

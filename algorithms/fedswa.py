@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
-from .hyper import POSITIVE, Range, param
+from .core import Algorithm, Message, optim, register
+from .core.hyper import POSITIVE, Range, param
 
 
 def linear_decay_lr(ctx, s: int, rho: float) -> torch.Tensor:
@@ -46,8 +46,13 @@ def swa_local_loop(ctx, params: torch.Tensor, rho: float, correction: torch.Tens
                    first_grad: bool = False):
     """Local SGD with the linearly decaying LR of Eq. (3) and an optional fixed gradient
     correction (FedMoSWA's ``m - c_i``). Returns ``(theta_K, sum_k eta_k, g_i(theta_0) or None)``.
+
+    Under a heavy-ball optimizer with momentum beta the second value is sum_k eta_k (1 - beta^{k+1}) / (1 - beta)
+    (``optim.momentum_gain``): how far the loop moves per unit of a constant gradient, of which sum_k eta_k is
+    the plain-SGD case (FedMoSWA's option II divides the model change by it).
     """
     opt = ctx.optimizer
+    beta = optim.heavy_ball(opt) or 0.0  # Adam and other optimizers: sum_k eta_k (FedSWA does not use it)
 
     def step(carry, batch, s):
         p, state, lr_sum, g0 = carry
@@ -58,7 +63,7 @@ def swa_local_loop(ctx, params: torch.Tensor, rho: float, correction: torch.Tens
             g = g + correction
         lr_s = linear_decay_lr(ctx, s, rho)
         p, state = opt.step(p, g, state, lr_s)
-        return p, state, lr_sum + lr_s, g0
+        return p, state, lr_sum + (lr_s * optim.momentum_gain(beta, s) if beta else lr_s), g0
 
     zero = torch.zeros((), dtype=params.dtype, device=params.device)
     g0 = torch.zeros_like(params) if first_grad else zero

@@ -15,6 +15,9 @@ its selected fraction alpha_i; the server applies
 
     alpha_t = sum_i p_i alpha_i,      w_{t+1} = w_t - (1 / alpha_t) * sum_i p_i g_i      (eta inside g_i)
 
+Local optimizer: any; z is the step it applied, and tau_i only scales the running mean and counts the selected
+fraction alpha_i (no displacement is divided by tau_i eta), so the rescaling 1/alpha_t needs no rule.
+
 This is the paper's baseline, not the original GraB (which centers with the previous epoch's mean and
 reorders without discarding).
 """
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Algorithm, Message, NoHyperparameters, register
+from .core import Algorithm, Message, NoHyperparameters, register
 
 
 @register

@@ -44,7 +44,11 @@ code's behaviour is an option:
   with ``on_qp_failure="raise"`` (default), stops the run with ``QPFailure``. Non-finite inputs give
   non-finite parameters (the engine reports divergence), never a silent fallback.
 
-The local optimizer of the experiment applies g~ (plain SGD in the paper).
+Local optimizer. GradMA-S: any (its local rule is plain local training). GradMA and GradMA-W: plain SGD
+only (weight decay allowed, as part of g_tau): QP_l makes the applied step -eta_l g~ satisfy the three
+constraints of Alg. 2 (Eqs. 2-5); under momentum or Adam the applied step is the optimizer's buffer or
+normalised moment, which the projection does not constrain, and the paper and its code use plain SGD.
+``check_optimizer`` refuses them before any training.
 """
 from __future__ import annotations
 
@@ -52,9 +56,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import qp
-from .base import Algorithm, Message, diagnose, register
-from .hyper import BOOL, MOMENTUM, NONE, NONNEGATIVE, POSITIVE, WEIGHTING, Either, Range, choice, param
+from .core import Algorithm, Message, diagnose, optim, qp, register
+from .core.hyper import BOOL, MOMENTUM, NONE, NONNEGATIVE, POSITIVE, WEIGHTING, Either, Range, choice, param
 
 PREV_MODELS = ("local", "global")
 ON_FAILURE = ("raise", "count")
@@ -78,6 +81,13 @@ class _GradMABase(Algorithm):
             if m > num_clients:
                 raise ValueError(f"{self.name}: memory size m={m} exceeds the number of workers N={num_clients}")
             self.memory_size = m
+
+    @classmethod
+    def check_optimizer(cls, hp, optimizer):
+        if cls.worker_qp and optim.heavy_ball(optimizer) != 0.0:
+            raise optim.refuse(cls.name, optimizer, "the worker QP_l (Alg. 2) constrains the applied step "
+                               "-eta_l g~ of plain SGD; a momentum or Adam step is not constrained by it",
+                               "Use optimizer 'sgd' with momentum 0, or gradma_s (no worker QP)")
 
     # -- server --
     def init(self, params):

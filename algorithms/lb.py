@@ -13,14 +13,15 @@ the ``compress.error_feedback`` transform around it, with the per-device residua
 persists across rounds and is only touched when the device is sampled). ``q2=None`` sends Delta_m in
 fp32 (the residual stays 0): LB(q2=None) is the fully lossless scheme, i.e. FedAvg (tested).
 
-Bits per parameter (d entries). Downlink: the paper's R_LB = 33 d (``lossless.encode_exact``: packed sign
+Bits per parameter (d entries). Downlink: the paper's R_LB = 33 d (``compress.downlink.encode_exact``: packed sign
 bits + fp32 magnitudes, 32 d + 8 ceil(d/8) bits, exactly 33 d when 8 divides d). Uplink per device:
 ``64 + 8 ceil(d/8) + 8 ceil(d ceil(log2(q2+1))/8)`` bits, i.e. 1 + ceil(log2(q2+1)) bits per entry
 (3 for q2 = 2 and q2 = 3) where the paper counts 64 + d (1 + log2(q2+1)) (2.585 and 3 per entry).
 
-The uplink of ``LB`` is shared by ``lfl``, ``lgm`` and ``ltgm`` ("for fairness", Sec. 4), and so is the
-quantizer (``compress.downlink``: ``LEVEL``, ``quantizer``). The update is Delta = w - w0
-(``compress.update``, the uplink sign convention).
+The uplink of ``LB`` is shared by ``lfl``, ``lgm`` and ``ltgm`` ("for fairness", Sec. 4), which subclass it
+and replace its downlink (``broadcast``, ``receive``), and so is the quantizer (``compress.downlink``:
+``LEVEL``, ``quantizer``). The exact downlink is ``lossless``'s (``compress.downlink.encode_exact``). The
+update is Delta = w - w0 (``compress.update``, the uplink sign convention).
 """
 from __future__ import annotations
 
@@ -29,17 +30,16 @@ from dataclasses import dataclass
 import torch
 from torch.func import vmap
 
-from .base import register
 from .compress import error_feedback, update
-from .compress.downlink import LEVEL, quantizer
-from .hyper import param
-from .lossless import Lossless
+from .compress.downlink import LEVEL, decode_exact, encode_exact, quantizer
+from .core import Algorithm, register
+from .core.hyper import param
 
 __all__ = ["LB", "LEVEL", "quantizer"]
 
 
 @register
-class LB(Lossless):
+class LB(Algorithm):
     """Lossless broadcasting (exact 33-bit downlink), uplink Q(Delta + delta, q2) with error feedback."""
 
     name = "lb"
@@ -51,6 +51,13 @@ class LB(Lossless):
     def __init__(self, hp, layout, num_clients):
         super().__init__(hp, layout, num_clients)
         self.uplink = error_feedback(quantizer(hp.q2))
+
+    # -- the exact downlink (lossless broadcasting) --
+    def broadcast(self, server_state):
+        return encode_exact(server_state["params"])
+
+    def receive(self, downlink, client_state):
+        return decode_exact(downlink)
 
     # -- device side --
     def client_init(self, params):

@@ -36,7 +36,7 @@ clients it samples, so a device left out of round t misses broadcast t and canno
 itself. We follow the paper's own prescription for a changing set of devices, "sending the global model,
 rather than the model update, every time the subset of devices changes": whenever some device did not
 receive the previous broadcast (``synced`` not all true), the PS sends theta(t) exactly with the paper's
-33-bit count (``lossless.encode_exact``) and sets theta_hat(t) = theta(t). With full participation (the
+33-bit count (``compress.downlink.encode_exact``) and sets theta_hat(t) = theta(t). With full participation (the
 paper's setting) this never happens and LFL is exactly Algorithm 1; with the engine's random sampling of
 K < M clients the subset changes every round, so LFL becomes LB (tested: identical numbers), at LB's
 downlink cost. Simulating "every device receives every broadcast" would need the engine to deliver the
@@ -58,12 +58,12 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Message, register
+from .core import Message, register
 from .compress import update
-from .compress.downlink import LEVEL, downlink_key, quantizer, round_seed, server_rng
-from .hyper import param
+from .compress.downlink import (LEVEL, decode_exact, downlink_key, encode_exact, is_exact, quantizer, round_seed,
+                                server_rng)
+from .core.hyper import param
 from .lb import LB
-from .lossless import decode_exact, encode_exact, is_exact
 
 __all__ = ["LFL", "downlink_key", "round_seed"]
 

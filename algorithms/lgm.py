@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import register
+from .core import register
 from .compress import error_feedback
 from .compress.downlink import LEVEL, downlink_key, quantizer, server_rng
-from .hyper import param
+from .core.hyper import param
 from .lb import LB
 
 

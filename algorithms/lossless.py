@@ -10,7 +10,7 @@ thing the paper states: the size of an exact global model.
 Bits. The paper assumes "each entry of the global model is represented by 33 bits" (R_LB = 33 d, Sec. 4,
 stated for LB; the fully lossless scheme has the same downlink, "in addition to having the accurate
 global model at the devices", the PS receives exact updates). A message of exactly that size that
-really carries the model is sent here (``encode_exact``): one packed sign bit per entry (``pack_bits``, the sign bit of the float, so -0.0
+really carries the model is sent here (``compress.downlink.encode_exact``): one packed sign bit per entry (``pack_bits``, the sign bit of the float, so -0.0
 and NaN signs survive) plus the fp32 magnitude |theta_i| (32 bits), i.e. ``8 ceil(d/8) + 32 d`` bits,
 which is 33 d when 8 divides d. The redundant bit is the one the paper counts (sign-magnitude, as its
 quantizer sends a separate sign); decoding is bit-exact. The uplink is a plain fp32 update (32 d bits):
@@ -20,30 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 
-from .base import Algorithm, Message, register
+from .core import Algorithm, Message, register
 from .compress import update
-from .compression import pack_bits, unpack_bits
-
-
-def encode_exact(x: torch.Tensor) -> Message:
-    """An exact global model at the paper's 33 bits per entry: packed sign bits + fp32 magnitudes."""
-    x = x.to(torch.float32)
-    return Message({"negative": pack_bits(torch.signbit(x)), "magnitude": x.abs()},
-                   {"op": "exact33", "d": x.shape[-1]})
-
-
-def decode_exact(message: Message) -> torch.Tensor:
-    """Inverse of ``encode_exact`` (bit-exact, including the sign of zero)."""
-    mag = message["magnitude"].to(torch.float32)
-    negative = unpack_bits(message["negative"], mag.shape[-1])
-    return torch.where(negative, -mag, mag)
-
-
-def is_exact(message: Message) -> bool:
-    """Whether ``message`` came from ``encode_exact`` (a static check on its parts, vmap-safe)."""
-    return "magnitude" in message.parts
+from .compress.downlink import decode_exact, encode_exact
 
 
 @register

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import CounterRng, Message, register
+from .core import CounterRng, Message, register
 from .compress.downlink import LEVEL, downlink_key, quantizer, round_seed
-from .hyper import param
+from .core.hyper import param
 from .lb import LB
 
 

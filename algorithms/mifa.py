@@ -20,9 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import optim
-from .base import Algorithm, Message, register, with_server_momentum
-from .hyper import POSITIVE, param
+from .core import Algorithm, Message, optim, register, with_server_momentum
+from .core.hyper import POSITIVE, param
 
 
 @register

@@ -17,7 +17,12 @@ round's minibatches: the exact full-batch gradient when the round covers the loc
 number of times (``local_epochs``), an unbiased estimate with ``local_steps``. This costs one extra
 gradient per step; that gradient does not touch BatchNorm running statistics. ``weighting``:
 ``"uniform"`` (default, the paper's 1/|S|) or ``"samples"``. beta = 0 gives FedAvg's models (tested).
-The experiment's local optimizer applies the direction (plain SGD in the paper).
+
+Local optimizer: plain SGD only (weight decay allowed, as part of g). Mime's local step *is* the server's
+base optimizer U(g, s) with its state s frozen during the round (Alg. 1; the paper's momentum is the
+hyperparameter ``beta``); a local momentum buffer or Adam state would be a second optimizer state that
+changes at every local step, which is exactly what Mime freezes. ``check_optimizer`` refuses both before
+any training and points to ``beta``.
 """
 from __future__ import annotations
 
@@ -25,8 +30,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm, Message, register
-from .hyper import MOMENTUM, POSITIVE, WEIGHTING, param
+from .core import Algorithm, Message, optim, register
+from .core.hyper import MOMENTUM, POSITIVE, WEIGHTING, param
 
 
 @register
@@ -38,6 +43,14 @@ class MimeLite(Algorithm):
         beta: float = param(0.9, MOMENTUM)  # momentum of the server's base optimizer
         eta_g: float = param(1.0, POSITIVE)
         weighting: str = param("uniform", WEIGHTING)
+
+    @classmethod
+    def check_optimizer(cls, hp, optimizer):
+        if optim.heavy_ball(optimizer) != 0.0:
+            raise optim.refuse(cls.name, optimizer, "MimeLite's local step is the server optimizer (momentum beta) "
+                               "with its state frozen during the round (Mime, Alg. 1); a local optimizer state "
+                               "would change at every step", "Use optimizer 'sgd' with momentum 0 and set "
+                               "MimeLite's own momentum with algorithm_args beta")
 
     def init(self, params):
         return {"params": params.clone(), "s": torch.zeros_like(params)}

@@ -6,17 +6,17 @@ a fixed step alpha (FedBAT Eq. 3 with the perturbed sign):
     C(m) = alpha * sign(m + xi),   xi ~ N(0, sigma^2 I),     w_{t+1} = w_t + sum_k p'_k C(m_{t+1}^k)
 
 FedBAT tuned alpha = 0.01 and sigma = 0.01 (the defaults). Operator:
-``compression.get("noisy_sign", alpha, sigma)``; the noise comes from a child of ``ctx.rng`` forked
+``compress.get("noisy_sign", alpha, sigma)``; the noise comes from a child of ``ctx.rng`` forked
 before local training. Bits: 8 ceil(d_l/8) per compressed layer + 32 per fp32 entry.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import compression
-from .base import register
-from .compressed_update import SCOPE, CompressedUpdate
-from .hyper import BOOL, NONNEGATIVE, POSITIVE, param
+from .compress import get
+from .core import register
+from .compress.compressed_update import SCOPE, CompressedUpdate
+from .core.hyper import BOOL, NONNEGATIVE, POSITIVE, param
 
 
 @register
@@ -31,4 +31,4 @@ class NoisySignSGD(CompressedUpdate):
         per_layer: bool = param(True, BOOL)
 
     def make_operator(self):
-        return compression.get("noisy_sign", alpha=float(self.hp.alpha), sigma=float(self.hp.sigma))
+        return get("noisy_sign", alpha=float(self.hp.alpha), sigma=float(self.hp.sigma))

@@ -6,7 +6,7 @@ entry; the server applies a fixed step alpha to the signs (Eq. 3):
     w_{t+1} = w_t + sum_{k in S_t} p'_k * alpha * sign(m_{t+1}^k)
 
 alpha is a hyperparameter that is not sent (FedBAT tuned it over {1, 0.1, 0.01, 0.001}: 0.001 for all
-datasets, the default). sign(0) = +1. Operator: ``compression.get("sign", alpha=...)``. Bits: 8 ceil(d_l/8)
+datasets, the default). sign(0) = +1. Operator: ``compress.get("sign", alpha=...)``. Bits: 8 ceil(d_l/8)
 per compressed layer + 32 per fp32 entry (``scope``/``per_layer``: see ``compressed_update``; with a fixed
 alpha, per-layer and whole-model signs give the same update and differ only by the byte padding).
 """
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import compression
-from .base import register
-from .compressed_update import SCOPE, CompressedUpdate
-from .hyper import BOOL, POSITIVE, param
+from .compress import get
+from .core import register
+from .compress.compressed_update import SCOPE, CompressedUpdate
+from .core.hyper import BOOL, POSITIVE, param
 
 
 @register
@@ -32,4 +32,4 @@ class SignSGD(CompressedUpdate):
         per_layer: bool = param(True, BOOL)
 
     def make_operator(self):
-        return compression.get("sign", alpha=float(self.hp.alpha))
+        return get("sign", alpha=float(self.hp.alpha))

@@ -9,17 +9,17 @@ noise U(-||m||, ||m||) added before the sign), and the server applies a fixed st
 FedBAT's modification (App. A.2): ||m|| is the infinity norm (with the l2 norm both probabilities are
 about 1/2); ``norm="l2"`` gives the original. alpha = 0.01 (FedBAT's tuned value, not sent). With
 ``per_layer=True`` (default) the norm is per compressed layer. Operator:
-``compression.get("stochastic_sign", alpha, norm)``; coins from a child of ``ctx.rng`` forked before
+``compress.get("stochastic_sign", alpha, norm)``; coins from a child of ``ctx.rng`` forked before
 local training. Bits: 8 ceil(d_l/8) per compressed layer + 32 per fp32 entry.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import compression
-from .base import register
-from .compressed_update import SCOPE, CompressedUpdate
-from .hyper import BOOL, POSITIVE, choice, param
+from .compress import get
+from .core import register
+from .compress.compressed_update import SCOPE, CompressedUpdate
+from .core.hyper import BOOL, POSITIVE, choice, param
 
 NORMS = ("inf", "l2")
 
@@ -37,4 +37,4 @@ class StocSignSGD(CompressedUpdate):
         per_layer: bool = param(True, BOOL)
 
     def make_operator(self):
-        return compression.get("stochastic_sign", alpha=float(self.hp.alpha), norm=self.hp.norm)
+        return get("stochastic_sign", alpha=float(self.hp.alpha), norm=self.hp.norm)

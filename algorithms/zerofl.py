@@ -6,7 +6,7 @@ the binarization methods."
 
 What is implemented: the well-defined communication part. The client trains locally like FedAvg, keeps
 the k = ceil((1 - sparsity) d_l) largest-magnitude entries of its update per compressed layer (top-k,
-``compression.get("topk", ratio=1 - sparsity)``) and sends their fp32 values and their indices at
+``compress.get("topk", ratio=1 - sparsity)``) and sends their fp32 values and their indices at
 ceil(log2 d_l) bits each, packed: 32 k + 8 ceil(k ceil(log2 d_l) / 8) bits per layer, plus 32 per fp32
 entry. The index bits are counted honestly (the paper's "similar traffic" counts only the values,
 0.03 x 32 = 0.96 bpp; with indices it is about 1.5 bpp for the FedBAT CNN). The server adds the weighted
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import compression
-from .base import register
-from .compressed_update import SCOPE, CompressedUpdate
-from .hyper import BOOL, Range, param
+from .compress import get
+from .core import register
+from .compress.compressed_update import SCOPE, CompressedUpdate
+from .core.hyper import BOOL, Range, param
 
 
 @register
@@ -39,4 +39,4 @@ class ZeroFL(CompressedUpdate):
         per_layer: bool = param(True, BOOL)  # top-k per layer (False: one top-k over all compressed entries)
 
     def make_operator(self):
-        return compression.get("topk", ratio=1.0 - float(self.hp.sparsity))
+        return get("topk", ratio=1.0 - float(self.hp.sparsity))

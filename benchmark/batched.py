@@ -22,7 +22,7 @@ from functools import lru_cache
 import torch
 
 import algorithms
-from algorithms.base import stack_trees, tree_map
+from algorithms.core import stack_trees, tree_map
 
 from .executors import batched_local_update
 
@@ -54,7 +54,7 @@ def _probe_values(cls, name: str) -> tuple | None:
         if v1 == v0:
             continue
         try:
-            algorithms.base.make_hyper(cls, {name: v1})
+            algorithms.core.make_hyper(cls, {name: v1})
             return v0, v1
         except (ValueError, TypeError):
             continue
@@ -114,14 +114,14 @@ def _probe(cls, fields: list[str]) -> bool:
         if values is None:
             return False
         args[0][f], args[1][f] = values
-    algs = [cls(algorithms.base.make_hyper(cls, a), fmodel.layout, 4) for a in args]
+    algs = [cls(algorithms.core.make_hyper(cls, a), fmodel.layout, 4) for a in args]
     p0 = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
     downs, states = [], []
     for a in algs:
         server = _randomize(a.init(p0), gen)
         downs.append(_randomize(a.broadcast(server), gen))
         states.append(_randomize(a.client_init(p0), gen))
-    opt = algorithms.optim.make("sgd")
+    opt = algorithms.core.optim.make("sgd")
     idx = torch.arange(24).reshape(3, 8)
     w = torch.ones(3, 8)
     key = torch.tensor(7, dtype=torch.int64)
@@ -187,7 +187,7 @@ def group_key(exp) -> tuple:
     if LR not in free:
         shared["lr"] = exp.lr
         shared["lr_decay"] = exp.lr_decay
-    hp = algorithms.base.make_hyper(cls, exp.algorithm_args)
+    hp = algorithms.core.make_hyper(cls, exp.algorithm_args)
     shared["algorithm_args"] = {f.name: getattr(hp, f.name) for f in dataclasses.fields(hp)
                                 if f.name not in free}
     return ("group", json.dumps(shared, sort_keys=True, default=str))

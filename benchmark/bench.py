@@ -194,8 +194,8 @@ class Workload:
         from torch.func import functional_call, grad
 
         import algorithms
-        from algorithms import optim
-        from algorithms.base import ParamLayout, RoundInfo
+        from algorithms.core import optim
+        from algorithms.core import ParamLayout, RoundInfo
 
         from . import executors as ex
         from . import models

@@ -53,7 +53,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from algorithms.base import Algorithm, Message, RoundInfo, tree_map
+from algorithms.core import Algorithm, Message, RoundInfo, tree_map
 
 from . import executors as ex
 from .federated_dataset import FederatedDataset
@@ -243,6 +243,7 @@ def loss_growth(train_loss: float, initial: float | None, factor: float | None) 
 def start(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
           cfg: LoopConfig, executor: str, optimizer, init: torch.Tensor | None = None) -> RunState:
     """The state before round 0: initial parameters (``init`` or the module's), server state, buffers."""
+    alg.check_optimizer(alg.hp, optimizer)  # before any training: a local optimizer the algorithm has no rule for
     dev = data.x_train.device
     n_clients = len(parts)
     k = n_clients if cfg.clients_per_round is None else cfg.clients_per_round
@@ -444,7 +445,7 @@ def simulate(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset,
     that is not vectorizable runs sequentially).
     """
     if optimizer is None:
-        from algorithms import optim
+        from algorithms.core import optim
 
         optimizer = optim.make("sgd")
     if any(getattr(o, "steps", False) for o in observers):

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value, vmap
 
-from algorithms.base import (Algorithm, CounterRng, Message, ParamLayout, splitmix64, stack_trees,
+from algorithms.core import (Algorithm, CounterRng, Message, ParamLayout, splitmix64, stack_trees,
                              tree_map, unstack_tree)
 
 EXECUTORS = ("sequential", "vectorized")

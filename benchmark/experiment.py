@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 import algorithms
-from algorithms import optim
+from algorithms.core import optim
 
 from . import cost, engine, store
 from . import executors as ex
@@ -100,7 +100,10 @@ class Experiment:
             from .partition import parse_spec
 
             parse_spec(self.partition)  # raises for an unknown kind or an invalid parameter
-        algorithms.base.make_hyper(algorithms.get_class(self.algorithm), self.algorithm_args)
+        cls = algorithms.get_class(self.algorithm)
+        # an algorithm refuses a local optimizer its formulas have no rule for (optim.UnsupportedOptimizer)
+        cls.check_optimizer(algorithms.core.make_hyper(cls, self.algorithm_args),
+                            optim.make(self.optimizer, self.momentum, self.weight_decay))
 
     def config(self) -> dict:
         """JSON-serialisable configuration (datasets and models by name)."""

@@ -22,6 +22,7 @@ gradma_resnet20        GradMA, Sec. 5.1 "Resnet20" = He et al. 2016, Sec. 4.2   
 fedswa_resnet18_gn     FedSWA, Sec. 6.1 "ResNet-18" (public code: GroupNorm(2, .))  3x32x32
 fedswa_lenet5          FedSWA, Sec. 6.1 "LeNet-5" (public code ``Lenet5_*``)        3x32x32
 fedswa_vgg11           FedSWA, Sec. 6.1 "VGG-11" (public code ``VGG11_*``)          3x32x32
+niid_simple_cnn        NIID-Bench "simple CNN" (public code ``SimpleCNNMNIST``)     1x28x28, 3x32x32
 logreg, linear, mlp    generic: multinomial logistic regression, linear regression,
                        one-hidden-layer MLP
 =====================  ===========================================================  ================
@@ -659,6 +660,31 @@ def _fedswa_vgg11(name, shape, num_classes, hidden):
     flat = 512 * (h // 32) * (w // 32)
     return nn.Sequential(*_vgg11_features(c, batch_norm=False), _Flatten(), nn.Linear(flat, hidden),
                          _relu(), nn.Linear(hidden, num_classes))
+
+
+# --------------------------------------------------------------------------------------------------
+# NIID-Bench (Li, Diao, Chen & He, ICDE 2022, "Federated Learning on Non-IID Data Silos: An Experimental Study")
+
+_NIID = "NIID-Bench (Li et al., ICDE 2022)"
+
+
+@_register("niid_simple_cnn", paper=_NIID, source="experimental setup, 'simple CNN' (public code model.py "
+           "SimpleCNNMNIST / SimpleCNN)", summary="conv5x5 6-ReLU-pool-conv5x5 16-ReLU-pool (no padding), "
+           "FC 256x120-ReLU-FC 120x84-ReLU-FC 84x10", default_input=(1, 28, 28), default_classes=10,
+           expects="(C, H, W) with H, W >= 16 (paper: (1, 28, 28) MNIST/FMNIST; (3, 32, 32) CIFAR-10/SVHN "
+                   "gives FC 400x120)")
+def _niid_simple_cnn(name, shape, num_classes):
+    """NIID-Bench's "simple CNN" for its image datasets (``--model simple-cnn``): two 5x5 convolutions with 6
+    and 16 channels, each followed by ReLU and 2x2 max pooling, then fully connected layers of 120 and 84
+    units with ReLU and the output layer, as its code defines it: ``SimpleCNNMNIST(input_dim=16*4*4,
+    hidden_dims=[120, 84])`` on 1x28x28 inputs (``SimpleCNN``, 16*5*5, on 3x32x32: the same layers on another
+    input). Valid convolutions: 28 -> 24 -> 12 -> 8 -> 4. PyTorch's default initialisation, as the code's.
+    """
+    c, h, w = _image(name, shape, 16, SPECS[name].expects)
+    h, w = ((h - 4) // 2 - 4) // 2, ((w - 4) // 2 - 4) // 2
+    return nn.Sequential(
+        nn.Conv2d(c, 6, 5), _relu(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), _relu(), nn.MaxPool2d(2),
+        _Flatten(), nn.Linear(16 * h * w, 120), _relu(), nn.Linear(120, 84), _relu(), nn.Linear(84, num_classes))
 
 
 # --------------------------------------------------------------------------------------------------

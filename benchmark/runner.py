@@ -396,7 +396,7 @@ def grouping_notes(exps: list[Experiment]) -> list[str]:
             notes.append(f"{name} is not vectorizable: its {len(es)} cell(s) run one by one, not batched")
             continue
         free = batched.tensor_fields(name)
-        hps = [algorithms.base.make_hyper(cls, e.algorithm_args) for e in es]
+        hps = [algorithms.core.make_hyper(cls, e.algorithm_args) for e in es]
         for f in batched._float_fields(cls):
             if f not in free and len({repr(getattr(h, f)) for h in hps}) > 1:
                 notes.append(f"{name}: {f} cannot be a batched tensor (the probe of benchmark.batched failed: "

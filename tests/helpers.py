@@ -54,7 +54,7 @@ class MaskedLoopCtx:
     steps: torch.Tensor
 
     def loop(self, step, carry):
-        from algorithms.base import tree_map
+        from algorithms.core import tree_map
 
         for s in range(self.num_steps):
             new = step(carry, self.batches[s], s)

@@ -7,20 +7,20 @@ import contextlib
 import torch
 
 import algorithms
-from algorithms import base
-from algorithms import compression as C
+from algorithms.core import registry
+from algorithms import compress as C
 
 
 @contextlib.contextmanager
 def registered(cls):
     """Register a test-only algorithm class for the block (the registry is per process)."""
-    if cls.name in base._REGISTRY:
+    if cls.name in registry._REGISTRY:
         raise ValueError(f"{cls.name} is already registered")
-    base._REGISTRY[cls.name] = cls
+    registry._REGISTRY[cls.name] = cls
     try:
         yield cls.name
     finally:
-        base._REGISTRY.pop(cls.name, None)
+        registry._REGISTRY.pop(cls.name, None)
 
 
 def frozen(name: str) -> type:
@@ -43,7 +43,7 @@ def subclass(name: str, suffix: str, **methods) -> type:
     return cls
 
 
-class Planted(C.Operator):
+class Planted(C.Transform):
     """An operator with a planted defect for the Monte-Carlo claims: C'(x) = x + scale (C(x) - x) + bias x.
 
     ``bias`` makes E[C'(x)] = (1 + bias) x (a biased quantizer); ``scale`` multiplies the variance by scale^2
@@ -71,8 +71,8 @@ class NoErrorFeedback:
     def __init__(self):
         self.inner = C.get("scaled_sign")
 
-    def ef_encode(self, x, residual, rng=None):
-        return self.inner.encode(x + residual, rng), torch.zeros_like(residual)
+    def encode(self, x, residual, rng=None):
+        return self.inner.encode(x + residual, (), rng)[0], torch.zeros_like(residual)
 
     def decode(self, m):
         return self.inner.decode(m)

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import algorithms
-from algorithms.base import Algorithm, Message
-from algorithms.hyper import MOMENTUM, POSITIVE, param
+from algorithms.core import Algorithm, Message
+from algorithms.core.hyper import MOMENTUM, POSITIVE, param
 from benchmark import Experiment, batched
 
 

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import algorithms
-from algorithms import herding, optim
-from algorithms.base import CounterRng, Message, ParamLayout, RoundInfo, make_hyper, stack_trees
+from algorithms.core import herding, optim
+from algorithms.core import CounterRng, Message, ParamLayout, RoundInfo, make_hyper, stack_trees
 from tests.helpers import MaskedLoopCtx, assert_same_history, run_tiny, tiny_dataset
 
 # five 2-D vectors whose centered versions (mean (1, 1)) have no ties along the greedy path:

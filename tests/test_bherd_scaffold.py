@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import algorithms
-from algorithms.base import Message, ParamLayout, RoundInfo, make_hyper
+from algorithms.core import Message, ParamLayout, RoundInfo, make_hyper
 from tests.helpers import assert_same_history, run_tiny, tiny_dataset, tiny_model
 from tests.test_bherd import Z5, FakeCtx
 

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms import compression as C
-from algorithms.base import Message
+from algorithms import compress as C
+from algorithms.core import Message
 from theory import stats
 from theory import montecarlo as MC
 from theory.claims import compression as TC
@@ -116,7 +116,7 @@ def _detected_enough(label, k, n):
     return lo90 >= 0.97 or k / n >= 0.99
 
 
-class _Scaled(C.Operator):
+class _Scaled(C.Transform):
     """Planted bias: decode returns factor * C(x)."""
 
     name = "scaled_planted"
@@ -127,14 +127,14 @@ class _Scaled(C.Operator):
     def __repr__(self):
         return f"scaled({self.inner!r}, {self.factor})"
 
-    def encode(self, x, rng=None):
-        return self.inner.encode(x, rng)
+    def encode(self, x, state=(), rng=None):
+        return self.inner.encode(x, state, rng)
 
     def decode(self, m):
         return self.inner.decode(m) * self.factor
 
 
-class _Inflated(C.Operator):
+class _Inflated(C.Transform):
     """Planted variance: C'(x) = x + c (C(x) - x), unbiased with c^2 times the error."""
 
     name = "inflated_planted"
@@ -145,9 +145,9 @@ class _Inflated(C.Operator):
     def __repr__(self):
         return f"inflated({self.inner!r}, {self.c})"
 
-    def encode(self, x, rng=None):
-        m = self.inner.encode(x, rng)
-        return Message({**m.parts, "x": x.to(torch.float32)}, m.meta)
+    def encode(self, x, state=(), rng=None):
+        m, state = self.inner.encode(x, state, rng)
+        return Message({**m.parts, "x": x.to(torch.float32)}, m.meta), state
 
     def decode(self, m):
         return m["x"] + self.c * (self.inner.decode(m) - m["x"])
@@ -180,7 +180,7 @@ def test_power_one_percent_bias():
     assert MC.unbiasedness_test(mc, x64, h, alpha=MC.ALPHA, power=False)["passed"]
 
 
-class _Shifted(C.Operator):
+class _Shifted(C.Transform):
     """Planted bias: decode returns C(x) + b for a fixed vector b."""
 
     name = "shifted_planted"
@@ -191,8 +191,8 @@ class _Shifted(C.Operator):
     def __repr__(self):
         return f"shifted({self.inner!r})"
 
-    def encode(self, x, rng=None):
-        return self.inner.encode(x, rng)
+    def encode(self, x, state=(), rng=None):
+        return self.inner.encode(x, state, rng)
 
     def decode(self, m):
         return self.inner.decode(m) + self.b
@@ -262,17 +262,17 @@ class _LyingMessage(Message):
 
 
 class _LyingQSGD(C.QSGD):
-    def encode(self, x, rng=None):
-        m = super().encode(x, rng)
-        return _LyingMessage(m.parts, m.meta)
+    def encode(self, x, state=(), rng=None):
+        m, state = super().encode(x, state, rng)
+        return _LyingMessage(m.parts, m.meta), state
 
 
 class _MetaScale(C.ScaledSign):
     """The scale travels in the uncounted meta."""
 
-    def encode(self, x, rng=None):
+    def encode(self, x, state=(), rng=None):
         return Message({"signs": C.pack_bits(x >= 0)},
-                       {**self._meta(x.shape[-1]), "scale": float(x.abs().sum()) / x.shape[-1]})
+                       {**self._meta(x.shape[-1]), "scale": float(x.abs().sum()) / x.shape[-1]}), state
 
     def decode(self, m):
         d = m.meta["d"]
@@ -282,8 +282,8 @@ class _MetaScale(C.ScaledSign):
 class _UnpackedSign(C.Sign):
     """Sends one byte per sign while the documented count is one bit."""
 
-    def encode(self, x, rng=None):
-        return Message({"signs": (x >= 0).to(torch.uint8)}, self._meta(x.shape[-1]))
+    def encode(self, x, state=(), rng=None):
+        return Message({"signs": (x >= 0).to(torch.uint8)}, self._meta(x.shape[-1])), state
 
     def decode(self, m):
         return torch.where(m["signs"] > 0, self.alpha, -self.alpha)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms import herding
+from algorithms.core import herding
 from theory import stats
 from theory.claims import bherd as B
 

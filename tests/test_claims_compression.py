@@ -8,8 +8,8 @@ import json
 
 import torch
 
-from algorithms import compression as C
-from algorithms.base import Message
+from algorithms import compress as C
+from algorithms.core import Message
 from theory.claims import HOLDS, VIOLATED, all_claims
 from theory.claims import compression as TC
 
@@ -43,8 +43,8 @@ class _EFCompressesInputNotSum:
     def __init__(self):
         self.inner = C.get("scaled_sign")
 
-    def ef_encode(self, x, residual, rng=None):
-        msg = self.inner.encode(x, rng)
+    def encode(self, x, residual, rng=None):
+        msg, _ = self.inner.encode(x, (), rng)
         return msg, residual + x - self.inner.decode(msg)
 
 
@@ -57,12 +57,12 @@ def test_ef_check_catches_a_buggy_error_feedback():
 
 
 def test_check_bits_flags_smuggled_payload():
-    class MetaScale(C.Operator):  # the fp32 scale travels in the (uncounted) meta
+    class MetaScale(C.Transform):  # the fp32 scale travels in the (uncounted) meta
         name = "scaled_sign"
 
-        def encode(self, x, rng=None):
+        def encode(self, x, state=(), rng=None):
             return Message({"signs": C.pack_bits(x >= 0)},
-                             {"op": self.name, "d": x.shape[-1], "scale": float(x.abs().mean())})
+                           {"op": self.name, "d": x.shape[-1], "scale": float(x.abs().mean())}), state
 
         def decode(self, m):
             d = m.meta["d"]
@@ -95,7 +95,7 @@ def test_fedbat_uplink_and_the_checked_operator_are_one_binarizer():
     # FedBAT's upload of a one-layer update is bit for bit the binarize operator's message with the same alpha
     # and noise: the operator claims (fedbat.operator.*) test the code the algorithm sends with
     import algorithms
-    from algorithms.base import ParamLayout
+    from algorithms.core import ParamLayout
 
     d = 37
     alg = algorithms.make("fedbat", ParamLayout.single(d), 1, {})

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms import compression as C
-from algorithms import herding
+from algorithms import compress as C
+from algorithms.core import herding
 from theory import montecarlo as MC
 from theory.claims import HOLDS, INCONCLUSIVE, UNINFORMATIVE, VIOLATED, CheckContext, all_claims
 from theory.claims import bherd as B
@@ -95,13 +95,13 @@ def test_error_feedback_without_residual_is_caught():
 
 
 def test_smuggled_bits_flip_the_bits_claim():
-    class MetaScale(C.Operator):
+    class MetaScale(C.Transform):
         name = "scaled_sign"
 
-        def encode(self, x, rng=None):
-            from algorithms.base import Message
+        def encode(self, x, state=(), rng=None):
+            from algorithms.core import Message
 
-            return Message({"signs": C.pack_bits(x >= 0)}, {"d": x.shape[-1], "scale": float(x.abs().mean())})
+            return Message({"signs": C.pack_bits(x >= 0)}, {"d": x.shape[-1], "scale": float(x.abs().mean())}), state
 
         def decode(self, m):
             return torch.where(C.unpack_bits(m["signs"], m.meta["d"]), 1.0, -1.0) * m.meta["scale"]
@@ -268,7 +268,7 @@ def test_planted_operator_keeps_its_randomness():
     # the planted operator is a transform of the real one (same draws): scale 1, bias 0 is the operator itself
     x = torch.randn(16)
     op = C.get("qsgd", s=2)
-    from algorithms.base import CounterRng
+    from algorithms.core import CounterRng
 
     assert torch.allclose(Planted(op).compress(x, CounterRng(3)), op.compress(x, CounterRng(3)), atol=1e-6)
     assert np.isfinite(MC.lattice_spacing(Planted(op), x))

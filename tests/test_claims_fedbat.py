@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms.base import ParamLayout
+from algorithms.core import ParamLayout
 from theory import problems, runs
 from theory.claims import all_claims
 from theory.claims import fedbat as F

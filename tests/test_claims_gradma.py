@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms import qp
+from algorithms.core import qp
 from theory import problems
 from theory.claims import HOLDS, INCONCLUSIVE, VIOLATED
 from theory.claims import gradma as G

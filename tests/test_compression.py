@@ -1,4 +1,4 @@
-"""Tests of algorithms/compression.py: packing, exact bit counts, Monte-Carlo unbiasedness and variance,
+"""Tests of the compression operators (algorithms/compress/): packing, exact bit counts, Monte-Carlo unbiasedness and variance,
 error feedback, edge cases, vmap equivalence, registry errors.
 
 Monte-Carlo checks draw many encodings at once with ``torch.func.vmap`` over ``CounterRng`` keys, so
@@ -13,8 +13,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from algorithms import compression as C
-from algorithms.base import CounterRng, Message
+from algorithms import compress as C
+from algorithms.core import CounterRng, Message
 
 # --------------------------------------------------------------------------------------------------
 # helpers
@@ -152,7 +152,7 @@ def expected_bits(name: str, params: dict, d: int) -> int:
 def test_exact_bits(name, params, d):
     op = C.get(name, **params)
     x = torch.randn(d, generator=torch.Generator().manual_seed(d))
-    msg = op.encode(x, CounterRng(3))
+    msg = op.encode(x, rng=CounterRng(3))[0]
     assert msg.bits == expected_bits(name, params, d)
     for key, part in msg.parts.items():  # scalars travel as fp32, packed data as uint8
         assert part.dtype in (torch.uint8, torch.float32), key
@@ -161,19 +161,19 @@ def test_exact_bits(name, params, d):
 def test_bit_examples():
     d = 1000
     x = torch.randn(d)
-    assert C.get("sign").encode(x).bits == 1000
-    assert C.get("binarize").encode(x).bits == 1032
-    assert C.get("identity").encode(x).bits == 32000
-    assert C.get("lfl", q=2).encode(x).bits == 64 + 1000 + 2000
-    assert C.get("fedpaq", bits=4).encode(x).bits == 32 + 4 * 1000
-    assert C.get("topk", k=10).encode(x).bits == 10 * 32 + 8 * math.ceil(10 * 10 / 8)
+    assert C.get("sign").encode(x)[0].bits == 1000
+    assert C.get("binarize").encode(x)[0].bits == 1032
+    assert C.get("identity").encode(x)[0].bits == 32000
+    assert C.get("lfl", q=2).encode(x)[0].bits == 64 + 1000 + 2000
+    assert C.get("fedpaq", bits=4).encode(x)[0].bits == 32 + 4 * 1000
+    assert C.get("topk", k=10).encode(x)[0].bits == 10 * 32 + 8 * math.ceil(10 * 10 / 8)
 
 
 @pytest.mark.parametrize("q", [1, 2, 3, 5, 7])
 def test_lfl_bits_vs_paper_count(q):
     """Paper (Eq. 20): 64 + d (1 + log2(q+1)). Equal when q+1 is a power of two and 8 | d, else larger."""
     for d in (8, 800, 803):
-        ours = C.get("lfl", q=q).encode(torch.randn(d)).bits
+        ours = C.get("lfl", q=q).encode(torch.randn(d))[0].bits
         paper = 64 + d * (1 + math.log2(q + 1))
         assert ours >= paper - 1e-9
         assert ours <= 64 + d * (1 + clog2(q + 1)) + 16  # fixed-length levels + at most 2 padding bytes
@@ -338,7 +338,7 @@ def test_binarize_theory_variant_q2():
     mse, se = mc_mse(op, x)
     assert mse == pytest.approx((d - 1) * 4.0) and se == 0  # zeros always land on +-2
     assert op.properties.variance_bound(x) == pytest.approx((d - 1) * 4.0)
-    msg = op.encode(x, CounterRng(0))
+    msg = op.encode(x, rng=CounterRng(0))[0]
     assert float(msg["alpha"]) == 2.0
 
 
@@ -371,11 +371,11 @@ def test_contraction_bounds_hold():
 
 
 def run_ef(op, xs, seed=0):
-    res = op.init_residual(xs.shape[1])
+    res = op.init(xs.shape[1])
     total_sent = torch.zeros(xs.shape[1], dtype=torch.float64)
     norms = []
     for t, x in enumerate(xs):
-        msg, new_res = op.ef_encode(x, res, CounterRng(seed * 1000 + t))
+        msg, new_res = op.encode(x, res, CounterRng(seed * 1000 + t))
         sent = op.decode(msg)
         assert torch.allclose(new_res, x + res - sent, atol=1e-6)
         total_sent += sent.double()
@@ -409,9 +409,9 @@ def test_ef_fixed_sign_residual_bounded():
     g = torch.Generator().manual_seed(12)
     xs = (torch.rand(200, 64, generator=g) * 2 - 1) * 0.5
     op = C.get("ef", inner="sign", alpha=0.5)
-    res = op.init_residual(64)
+    res = op.init(64)
     for t, x in enumerate(xs):
-        _, res = op.ef_encode(x, res, t)
+        _, res = op.encode(x, res, t)
         assert float(res.abs().max()) <= 0.5 + 1e-6
 
 
@@ -420,10 +420,10 @@ def test_ef_api():
     assert op.params == {"inner": "qsgd", "s": 2}
     assert not op.properties.unbiased and op.properties.variance_bound is None
     x = fixture_x()
-    msg0, r0 = op.ef_encode(x, op.init_residual(x.numel()), CounterRng(4))
+    msg0, r0 = op.encode(x, op.init(x.numel()), CounterRng(4))
     assert torch.equal(op.decode(msg0), C.get("qsgd", s=2).compress(x, CounterRng(4)))
-    assert msg0.bits == C.get("qsgd", s=2).encode(x).bits
-    assert torch.equal(op.encode(x, CounterRng(4))["levels"], msg0["levels"])
+    assert msg0.bits == C.get("qsgd", s=2).encode(x)[0].bits
+    assert torch.equal(op.encode(x, rng=CounterRng(4))[0]["levels"], msg0["levels"])
     with pytest.raises(ValueError):
         C.get("ef", inner=C.get("sign"), alpha=0.1)
     with pytest.raises(ValueError):
@@ -452,7 +452,7 @@ EDGE_INPUTS = {
 def test_edge_cases_finite(name, params):
     op = C.get(name, **params)
     for label, x in EDGE_INPUTS.items():
-        msg = op.encode(x, CounterRng(0))
+        msg = op.encode(x, rng=CounterRng(0))[0]
         out = op.decode(msg)
         assert out.shape == x.shape and out.dtype == torch.float32, label
         assert torch.isfinite(out).all(), label
@@ -482,7 +482,7 @@ def test_edge_case_values():
     # sign(0) = +1 for the fixed-step sign
     assert torch.equal(C.get("sign", alpha=0.5).compress(torch.zeros(3)), torch.full((3,), 0.5))
     # binarize with alpha = 0 (x = 0): S(0) := 0, alpha sent as 0
-    assert float(C.get("binarize").encode(torch.zeros(5))["alpha"]) == 0.0
+    assert float(C.get("binarize").encode(torch.zeros(5))[0]["alpha"]) == 0.0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -495,20 +495,20 @@ def test_vmap_matches_loop(name, params):
     g = torch.Generator().manual_seed(7)
     xs = torch.randn(3, 21, generator=g)
     keys = torch.tensor([3, 11, 1234567], dtype=torch.int64)
-    stacked = torch.func.vmap(lambda k, x: op.encode(x, CounterRng(k)))(keys, xs)
+    stacked = torch.func.vmap(lambda k, x: op.encode(x, rng=CounterRng(k))[0])(keys, xs)
     decoded = torch.func.vmap(op.decode)(stacked)
     for i in range(3):
-        single = op.encode(xs[i], CounterRng(keys[i]))
+        single = op.encode(xs[i], rng=CounterRng(keys[i]))[0]
         assert set(single.parts) == set(stacked.parts)
         for key, part in single.parts.items():
             assert torch.equal(stacked.parts[key][i], part), key
         assert torch.equal(decoded[i], op.decode(single))
         assert stacked.stacked_bits() == single.bits
-    if isinstance(op, C.ErrorFeedback):
+    if isinstance(op, C.error_feedback):
         res = torch.randn(3, 21, generator=g) * 0.1
-        msgs, new_res = torch.func.vmap(lambda k, x, r: op.ef_encode(x, r, CounterRng(k)))(keys, xs, res)
+        msgs, new_res = torch.func.vmap(lambda k, x, r: op.encode(x, r, CounterRng(k)))(keys, xs, res)
         for i in range(3):
-            m, r = op.ef_encode(xs[i], res[i], CounterRng(keys[i]))
+            m, r = op.encode(xs[i], res[i], CounterRng(keys[i]))
             assert torch.equal(new_res[i], r)
             assert torch.equal(torch.func.vmap(op.decode)(msgs)[i], op.decode(m))
 
@@ -535,7 +535,7 @@ def test_rng_calls_are_value_independent():
         counts = []
         for x in (torch.zeros(9), torch.randn(9)):
             rng = CounterRng(0)
-            op.encode(x, rng)
+            op.encode(x, rng=rng)[0]
             counts.append(rng.counter)
         assert counts[0] == counts[1], name
 
@@ -554,7 +554,7 @@ def test_registry_names_and_properties():
         props = op.properties
         assert isinstance(props, C.Properties) and isinstance(props.unbiased, bool)
         assert props.variance_bound is None or callable(props.variance_bound)
-        assert isinstance(op.encode(torch.ones(3)), Message)
+        assert isinstance(op.encode(torch.ones(3))[0], Message)
     assert C.get("noisy_sign").params == {"alpha": 0.01, "sigma": 0.01}
     assert C.get("stochastic_sign").params == {"alpha": 0.01, "norm": "inf"}
     assert C.get("fedpaq", bits=4).s == 7 and C.get("fedpaq", bits=3).s == 3
@@ -577,4 +577,4 @@ def test_unknown_name_and_bad_params():
         with pytest.raises(ValueError):
             C.get(name, **params)
     with pytest.raises(ValueError):
-        C.get("sign").encode(torch.ones(2, 2))
+        C.get("sign").encode(torch.ones(2, 2))[0]

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import algorithms
-from algorithms import optim
-from algorithms.base import Message, ParamLayout, RoundInfo, make_hyper, stack_trees
+from algorithms.core import optim
+from algorithms.core import Message, ParamLayout, RoundInfo, make_hyper, stack_trees
 from benchmark.executors import Batch
 from tests.helpers import assert_same_history, run_tiny, tiny_bn_model, tiny_dataset
 

@@ -177,7 +177,7 @@ def test_weighted_batchnorm_matches_torch_batchnorm():
 
 
 def test_counter_rng_is_uniform_and_independent_per_key():
-    from algorithms.base import CounterRng
+    from algorithms.core import CounterRng
 
     u = CounterRng(1).uniform((200000,))
     assert abs(u.mean().item() - 0.5) < 0.005 and abs(u.var().item() - 1 / 12) < 0.002

@@ -12,8 +12,8 @@ import torch
 from torch.func import grad, vmap
 
 import algorithms
-from algorithms import optim
-from algorithms.base import CounterRng, Message, ParamLayout, ParamSlice, RoundInfo, make_hyper, stack_trees
+from algorithms.core import optim
+from algorithms.core import CounterRng, Message, ParamLayout, ParamSlice, RoundInfo, make_hyper, stack_trees
 from algorithms.fedbat import binarize_ste
 from tests.helpers import MaskedLoopCtx, assert_same_history, run_tiny, tiny_bn_model
 

@@ -1,4 +1,4 @@
-"""GradMA, GradMA-W, GradMA-S and the QP projection of algorithms.qp: exactness against scipy's NNLS,
+"""GradMA, GradMA-W, GradMA-S and the QP projection of algorithms.core.qp: exactness against scipy's NNLS,
 KKT and Moreau identities, hand-computed worker and server updates, mem_red bookkeeping, the paper's
 reductions (GradMA-S with memory off = FedAvgM, and = FedAvg with beta1 = 0), executor equivalence of
 the options, failure reporting, validation."""
@@ -11,8 +11,8 @@ from scipy.optimize import nnls
 from torch.func import vmap
 
 import algorithms
-from algorithms import qp
-from algorithms.base import Message, ParamLayout, RoundInfo, make_hyper
+from algorithms.core import qp
+from algorithms.core import Message, ParamLayout, RoundInfo, make_hyper
 from algorithms.gradma import QPFailure
 from benchmark import FederatedDataset
 from tests.helpers import assert_same_history, run_tiny, tiny_bn_model

@@ -1,4 +1,4 @@
-"""Declared hyperparameter constraints (``algorithms.hyper``): every registered algorithm's fields, one
+"""Declared hyperparameter constraints (``algorithms.core.hyper``): every registered algorithm's fields, one
 error format, command-line conversion."""
 import dataclasses
 import math
@@ -6,9 +6,9 @@ import math
 import pytest
 
 import algorithms
-from algorithms import hyper
-from algorithms.base import make_hyper
-from algorithms.hyper import HyperparameterError, Range, choice, param
+from algorithms.core import hyper
+from algorithms.core import make_hyper
+from algorithms.core.hyper import HyperparameterError, Range, choice, param
 
 
 def _message(name, field, constraint, value):

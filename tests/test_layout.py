@@ -2,6 +2,10 @@
 
 Every import of every module, at module level or inside a function, is an edge; the rules are checked on
 the whole graph, and the checker itself is shown to catch a planted cycle and a planted upward import.
+
+algorithms/ as DESIGN.md draws it: every top-level module registers at least one algorithm (it is found by
+its folder), the infrastructure lives in the sub-packages core/ and compress/, and they register none; the
+checker is shown to catch a planted helper module, a planted sub-package and an algorithm inside core/.
 """
 from __future__ import annotations
 
@@ -104,6 +108,63 @@ def test_library_modules_take_no_argparse_namespace():
         if "argparse" in path.read_text() or "add_parser(" in path.read_text():
             found.append(name)
     assert found == []
+
+
+#: the sub-packages of algorithms/: the infrastructure (the contract, registry, ...) and all compression
+INFRASTRUCTURE = ("core", "compress")
+
+
+def _registers(tree: ast.AST) -> bool:
+    """Whether a module registers an algorithm: ``@register`` on a class or a call ``register(...)``."""
+    def is_register(f):
+        return (isinstance(f, ast.Name) and f.id == "register") or (isinstance(f, ast.Attribute)
+                                                                    and f.attr == "register")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(is_register(d) for d in node.decorator_list):
+            return True
+        if isinstance(node, ast.Call) and is_register(node.func):
+            return True
+    return False
+
+
+def algorithms_layout(root: Path) -> list[str]:
+    """Findings against algorithms/'s layout: a top-level module that registers no algorithm (infrastructure
+    outside core/ or compress/), a sub-package other than those, and a module inside them that registers one."""
+    alg, found = root / "algorithms", []
+    for p in sorted(alg.glob("*.py")):
+        if p.name != "__init__.py" and not _registers(ast.parse(p.read_text())):
+            found.append(f"algorithms/{p.name} registers no algorithm: infrastructure belongs in "
+                         f"algorithms/{' or algorithms/'.join(INFRASTRUCTURE)}")
+    for d in sorted(q for q in alg.iterdir() if q.is_dir() and (q / "__init__.py").exists()):
+        if d.name not in INFRASTRUCTURE:
+            found.append(f"algorithms/{d.name}/ is a sub-package; an algorithm is one module in algorithms/, "
+                         f"infrastructure lives in {', '.join(INFRASTRUCTURE)}")
+            continue
+        found += [f"algorithms/{d.name}/{p.name} registers an algorithm inside the infrastructure"
+                  for p in sorted(d.rglob("*.py")) if _registers(ast.parse(p.read_text()))]
+    return found
+
+
+def test_every_algorithms_module_is_an_algorithm_and_infrastructure_is_in_core_or_compress():
+    assert algorithms_layout(ROOT) == []
+
+
+def test_layout_checker_catches_planted_violations(tmp_path):
+    root = _tree(tmp_path, {
+        "algorithms/core/__init__.py": "", "algorithms/core/registry.py": "def register(cls):\n    return cls\n",
+        "algorithms/compress/__init__.py": "",
+        "algorithms/fedx.py": "from .core.registry import register\n\n@register\nclass FedX:\n    name = 'fedx'\n",
+        "algorithms/fedxm.py": "from .core import registry\nFedXM = registry.register(object())\n",
+        "algorithms/utils.py": "def helper():\n    return 1\n",  # infrastructure at the top
+        "algorithms/extra/__init__.py": "",  # a third sub-package
+        "algorithms/core/fedy.py": "from .registry import register\n\n@register\nclass FedY:\n    pass\n",
+    })
+    found = algorithms_layout(root)
+    assert len(found) == 3, found
+    assert found[0].startswith("algorithms/utils.py registers no algorithm: infrastructure belongs in")
+    assert "algorithms/core/fedy.py registers an algorithm inside the infrastructure" in found
+    assert any(f.startswith("algorithms/extra/ is a sub-package") for f in found)
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:

@@ -6,10 +6,11 @@ import pytest
 import torch
 
 import algorithms
-from algorithms import compression, optim
-from algorithms.base import CounterRng, ParamLayout, RoundInfo, make_hyper, stack_trees
+from algorithms import compress
+from algorithms.core import optim
+from algorithms.core import CounterRng, ParamLayout, RoundInfo, make_hyper, stack_trees
 from algorithms.lfl import LFL
-from algorithms.lossless import decode_exact, encode_exact
+from algorithms.compress.downlink import decode_exact, encode_exact
 from algorithms.ltgm import fwht, padded_length
 from tests.helpers import assert_same_history, run_tiny
 
@@ -258,7 +259,7 @@ def test_bits_per_method():
     down = {n: a.broadcast({**a.init(torch.zeros(d)), "params": x}).bits for n, a in algs.items()}
     assert down == {"lossless": 33 * d, "lb": 33 * d, "lfl": q_bits(d, 5), "lgm": q_bits(d, 5),
                     "ltgm": 64 + q_bits(1024, 1000)}
-    assert down["lfl"] == compression.get("lfl", q=5).encode(x).bits == 64 + d * 4
+    assert down["lfl"] == compress.get("lfl", q=5).encode(x)[0].bits == 64 + d * 4
     ctx = FakeCtx(torch.zeros(d))
     for name, a in algs.items():
         up, _ = a.local_update(ctx, a.broadcast(a.init(x)), a.client_init(x))

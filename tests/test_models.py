@@ -56,6 +56,9 @@ from benchmark import models
 #   FC 512*100+100=51,300 -> 11,220,132 (CIFAR-100); FC 512*10+10=5,130    -> 11,173,962 (CIFAR-10)
 # fedswa_lenet5: 3*25*64+64=4,864 | 64*25*64+64=102,464 | 1600*384+384=614,784 | 384*192+192=73,920 |
 #   192*10+10=1,930 -> 797,962 (CIFAR-10); 192*100+100=19,300               -> 815,332 (CIFAR-100)
+# niid_simple_cnn FMNIST: 25*6+6=156 | 25*6*16+16=2,416 | 28->24->12->8->4: FC 256*120+120=30,840 |
+#   120*84+84=10,164 | 84*10+10=850                                          =  44,426
+#   CIFAR-10: first conv 25*3*6+6=456, 32->28->14->10->5: FC 400*120+120=48,120 = 62,006
 # logreg digits: 64*10+10 = 650 ; MNIST 784*10+10 = 7,850
 # linear: 60*1+1 = 61 ; mlp digits: 64*200+200 + 200*10+10 = 15,010 ; hidden=32: 64*32+32+32*10+10 = 2,410
 
@@ -81,6 +84,8 @@ COUNTS = [
     ("fedswa_lenet5", (3, 32, 32), 100, {}, 815_332),
     ("fedswa_vgg11", (3, 32, 32), 100, {}, 9_377_508),
     ("fedswa_vgg11", (3, 32, 32), 10, {}, 9_272_790),
+    ("niid_simple_cnn", (1, 28, 28), 10, {}, 44_426),
+    ("niid_simple_cnn", (3, 32, 32), 10, {}, 62_006),
     ("logreg", (1, 8, 8), 10, {}, 650),
     ("logreg", (1, 28, 28), 10, {}, 7_850),
     ("linear", (60,), 1, {}, 61),
@@ -202,7 +207,7 @@ def test_describe_lines():
 # torch.func: vmap(grad(functional_call)) over 2 stacked copies equals a per-copy loop
 
 SMALL = ["fedbat_cnn", "lfl_cnn_mnist", "lfl_cnn_cifar10", "bherd_cnn", "bherd_svm", "gradma_mlp",
-         "gradma_lenet5", "fedswa_lenet5", "logreg", "linear", "mlp"]
+         "gradma_lenet5", "fedswa_lenet5", "niid_simple_cnn", "logreg", "linear", "mlp"]
 BIG = ["fedbat_resnet10", "gradma_resnet20", "fedswa_resnet18_gn", "gradma_vgg11", "fedswa_vgg11"]
 DROPOUT = {"lfl_cnn_mnist", "lfl_cnn_cifar10", "gradma_lenet5", "gradma_vgg11"}
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import algorithms
-from algorithms import optim
+from algorithms.core import optim
 from algorithms.fedmlb import branched_loss
 from algorithms.moon import contrastive_loss
 from benchmark import models

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import algorithms
-from algorithms.base import Algorithm, Message, diagnose
+from algorithms.core import Algorithm, Message, diagnose
 from benchmark import Experiment, engine, run
 from benchmark import executors as ex
 from benchmark.experiment import prepare
@@ -95,7 +95,7 @@ def _simulate(executor, observers, rounds=2, **cfg_kw):
     exp = Experiment(dataset=tiny_dataset(), num_clients=None, model=tiny_model, rounds=rounds, seed=1,
                      batch_size=8, lr=0.05, clients_per_round=3)
     p = prepare(exp)
-    alg = _Recording(algorithms.base.NoHyperparameters(), p.fmodel.layout, len(p.parts))
+    alg = _Recording(algorithms.core.NoHyperparameters(), p.fmodel.layout, len(p.parts))
     cfg = p.cfg if not cfg_kw else engine.LoopConfig(**{**p.cfg.__dict__, **cfg_kw})
     return engine.simulate(alg, p.fmodel, p.data, p.parts, cfg, executor=executor, optimizer=p.optimizer,
                            observers=observers), p

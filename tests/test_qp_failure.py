@@ -1,4 +1,4 @@
-"""Regression tests for GradMA's worker QP_l (``algorithms.qp.project_small``) on nearly dependent
+"""Regression tests for GradMA's worker QP_l (``algorithms.core.qp.project_small``) on nearly dependent
 constraints, the cause of the spurious ``QPFailure`` of GradMA-W on digits (gradma_reduced, seed 0,
 S = 5 and 10): three constraint vectors nearly coplanar (normalised Gram condition number 2.4e10 to
 3.7e10), two of them nearly antiparallel (cosine -0.9998) with norms 10-20x apart. The previous solver
@@ -14,8 +14,8 @@ from scipy.optimize import nnls
 from torch.func import vmap
 
 import algorithms
-from algorithms import qp
-from algorithms.base import Message, ParamLayout, RoundInfo
+from algorithms.core import qp
+from algorithms.core import Message, ParamLayout, RoundInfo
 from algorithms.gradma import QPFailure
 
 

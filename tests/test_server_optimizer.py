@@ -1,13 +1,13 @@
-"""Server optimizers as a parameter: the "<base>M" variants are their base algorithm plus
-``optim.ServerMomentum`` (``with_server_momentum``), with the numbers of the subclass code they replace."""
+"""Server optimizers as a parameter: the "<base>M" variants are configurations of their base algorithm with
+``optim.ServerMomentum`` (``registry.with_server_momentum``), not subclasses, with the numbers of the subclass
+code they replace."""
 import dataclasses
 
 import pytest
 import torch
 
 import algorithms
-from algorithms import base, optim
-from algorithms.base import Algorithm, Message, RoundInfo
+from algorithms.core import Algorithm, Message, ParamLayout, RoundInfo, optim, registry
 from tests.helpers import run_tiny, tiny_bn_model
 
 # variant -> its base algorithm (FedAvgM's base rule is FedAvg's local SGD, averaged with ``weighting``)
@@ -28,26 +28,36 @@ def _run(name, **args):
 # ----------------------------------------------------------------------------------------- structure
 
 
+def _is_configuration_of(v, b):
+    """v is b's code under another name: not a class (so it overrides nothing), built as an instance of b."""
+    assert isinstance(v, registry.Configuration) and not isinstance(v, type) and v.algorithm is b
+    assert b.__bases__ == (Algorithm,) and b.server_optimizer is optim.ServerSGD
+    assert v.server_optimizer is optim.ServerMomentum and v.Hyper().beta1 == 0.9
+    alg = v(v.Hyper(), ParamLayout.single(3), 4)
+    assert type(alg) is b and alg.name == v.name and isinstance(alg.server_opt, optim.ServerMomentum)
+    assert not set(vars(alg)) & set(CONTRACT)  # the instance replaces no method of the contract either
+
+
 @pytest.mark.parametrize("variant, base_name", VARIANTS.items())
-def test_variant_is_its_base_with_the_momentum_optimizer(variant, base_name):
+def test_variant_is_a_configuration_of_its_base_with_the_momentum_optimizer(variant, base_name):
     v, b = algorithms.get_class(variant), algorithms.get_class(base_name)
-    assert v.__bases__ == (b,) and b.__bases__ == (Algorithm,)  # shallow: variant -> base -> Algorithm
-    assert b.server_optimizer is optim.ServerSGD and v.server_optimizer is optim.ServerMomentum
-    assert not set(vars(v)) & set(CONTRACT)  # overrides no method: same local rule, uplink, aggregation
+    _is_configuration_of(v, b)
     bf = [f.name for f in dataclasses.fields(b.Hyper)]
     vf = [f.name for f in dataclasses.fields(v.Hyper)]
     assert vf == bf[:bf.index("eta_g")] + ["beta1"] + bf[bf.index("eta_g"):]
-    assert v.Hyper().beta1 == 0.9 and v.__module__ == b.__module__
+    assert v.__module__ == b.__module__
 
 
-def test_fedavgm_composes_the_momentum_optimizer():
-    cls = algorithms.get_class("fedavgm")
-    assert cls.__bases__ == (Algorithm,) and cls.server_optimizer is optim.ServerMomentum
+def test_fedavgm_is_fedavg_with_the_momentum_optimizer_and_a_weighting():
+    v = algorithms.get_class("fedavgm")
+    _is_configuration_of(v, algorithms.get_class("fedavg"))
+    assert [f.name for f in dataclasses.fields(v.Hyper)] == ["beta1", "eta_g", "weighting"]
+    assert v.__module__ == "algorithms.fedavgm"  # registered there (``fedrepro list``'s "about" comes from it)
 
 
 def test_with_server_momentum_refuses_a_base_without_the_plain_server_step():
     with pytest.raises(TypeError, match="ServerSGD"):
-        base.with_server_momentum(algorithms.get_class("fedavg"), "fedavg_m")
+        registry.with_server_momentum(algorithms.get_class("scaffold"), "scaffold_m")
 
 
 # ------------------------------------------------------------------------------- the server step
@@ -66,7 +76,7 @@ def test_momentum_server_step_is_the_hand_computed_recurrence(name):
     args = {"beta1": beta1, "eta_g": eta_g}
     if name != "mifam":
         args["weighting"] = "uniform"
-    alg = algorithms.make(name, base.ParamLayout.single(d), n, args)
+    alg = algorithms.make(name, ParamLayout.single(d), n, args)
     key = "g" if name == "mifam" else "d"
     st = alg.init(torch.randn(d))
     x, m, memory = st["params"].clone(), torch.zeros(d), torch.zeros(n, d)
@@ -136,5 +146,5 @@ def _subclass_momentum(base_cls, beta1):
 @pytest.mark.parametrize("variant, base_name", VARIANTS.items())
 def test_variant_equals_the_old_subclass_code_bit_for_bit(variant, base_name, monkeypatch):
     old = _subclass_momentum(algorithms.get_class(base_name), 0.5)
-    monkeypatch.setitem(base._REGISTRY, old.name, old)  # registered for this test only
+    monkeypatch.setitem(registry._REGISTRY, old.name, old)  # registered for this test only
     assert _history(_run(variant, beta1=0.5, eta_g=0.8)) == _history(_run(old.name, eta_g=0.8))

@@ -10,9 +10,9 @@ import torch
 from torch.func import grad, vmap
 
 import algorithms
-from algorithms.base import CounterRng, Message, ParamLayout, ParamSlice, RoundInfo, make_hyper, stack_trees
+from algorithms.core import CounterRng, Message, ParamLayout, ParamSlice, RoundInfo, make_hyper, stack_trees
 from algorithms.bifl import binary_weights_ste
-from algorithms.compressed_update import CompressedUpdate
+from algorithms.compress.compressed_update import CompressedUpdate
 from tests.helpers import assert_same_history, run_tiny, tiny_bn_model
 
 # two conv/linear weights (3 and 10 entries) and a norm tensor of 2 entries

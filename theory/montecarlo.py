@@ -1,4 +1,4 @@
-"""Monte-Carlo tests of a compression operator's moments (``algorithms/compression.py``): draws of C(x),
+"""Monte-Carlo tests of a compression operator's moments (``algorithms/compress/``): draws of C(x),
 unbiasedness with its power (the smallest detectable bias), and the mean squared error against a bound or a
 closed form. Used by the quantizer claims (``theory.operator_checks``, ``theory/claims/lfl``, ``qsgd``,
 ``fedbat``) and the compression claims.
@@ -49,8 +49,8 @@ import torch
 from scipy import optimize, special
 from scipy import stats as sps
 
-from algorithms import compression as C
-from algorithms.base import CounterRng
+from algorithms import compress as C
+from algorithms.core import CounterRng
 from theory import stats
 from theory.evidence import compact
 
@@ -70,7 +70,7 @@ def _key0(seed: int, stream: str) -> int:
     return ((int(seed) % (1 << 11)) << 52) | (sid << 32)
 
 
-def draw_chunks(op: C.Operator, x: torch.Tensor, n: int, key0: int, multiple: int = 1):
+def draw_chunks(op: C.Transform, x: torch.Tensor, n: int, key0: int, multiple: int = 1):
     """Yield n independent decoded draws C(x) as float64 arrays of shape (chunk, d), from CounterRng
     keys key0, key0 + 1, ..., via ``torch.func.vmap``. Chunk sizes are multiples of ``multiple``."""
     d = int(x.shape[-1])
@@ -102,7 +102,7 @@ class MonteCarlo:
 _CACHE: dict = {}
 
 
-def monte_carlo(op: C.Operator, x: torch.Tensor, n: int, *, seed: int, stream: str, batch: int = 1,
+def monte_carlo(op: C.Transform, x: torch.Tensor, n: int, *, seed: int, stream: str, batch: int = 1,
                 cache: bool = True) -> MonteCarlo:
     """Draw n = B * batch copies of C(x) (see :func:`draw_chunks`); cached per (op, x, n, batch, seed,
     stream) within the process so that e.g. an unbiasedness and a variance claim share draws."""
@@ -126,7 +126,7 @@ def monte_carlo(op: C.Operator, x: torch.Tensor, n: int, *, seed: int, stream: s
     return out
 
 
-def lattice_spacing(op: C.Operator, x: torch.Tensor) -> float:
+def lattice_spacing(op: C.Transform, x: torch.Tensor) -> float:
     """Distance between the two values a coordinate of C(x) can take (0 for deterministic operators),
     from the operators' definitions: LFL (x_max - x_min)/q, QSGD ||x||_2/s, binarization 2 alpha."""
     x = x.detach().to(torch.float64).reshape(-1)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from algorithms import compression as C
+from algorithms import compress as C
 from theory.montecarlo import (
     ALPHA,
     lattice_spacing,
@@ -44,7 +44,7 @@ def sizes(ctx: CheckContext, full: int, quick: int, rows_full: int = 1000, rows_
     return batch * (n // batch), batch
 
 
-def wrapped(op: C.Operator, wrap: Callable | None) -> C.Operator:
+def wrapped(op: C.Transform, wrap: Callable | None) -> C.Transform:
     """``wrap(op)`` when given: tests plant defects (a bias, extra variance) in the operator under test."""
     return op if wrap is None else wrap(op)
 
@@ -75,7 +75,7 @@ def equal_magnitudes(d: int, seed: int) -> torch.Tensor:
     return t32(np.where(g.random(d) < 0.5, -1.0, 1.0))
 
 
-def unbiased_outcome(ctx: CheckContext, configs: list[tuple[str, C.Operator, torch.Tensor]], stream: str,
+def unbiased_outcome(ctx: CheckContext, configs: list[tuple[str, C.Transform, torch.Tensor]], stream: str,
                      sizes: tuple[int, int], resolution: float, conditions: str) -> Outcome:
     n, batch = sizes
     a = ALPHA / len(configs)
@@ -97,7 +97,7 @@ def unbiased_outcome(ctx: CheckContext, configs: list[tuple[str, C.Operator, tor
                    "coordinates detectable with probability 0.99 (eps_99)")
 
 
-def variance_outcome(ctx: CheckContext, configs: list[tuple[str, C.Operator, torch.Tensor, float, float]],
+def variance_outcome(ctx: CheckContext, configs: list[tuple[str, C.Transform, torch.Tensor, float, float]],
                      stream: str, sizes: tuple[int, int], conditions: str) -> Outcome:
     """configs: (name, op, x, bound, exact). Two tests per configuration, each at half the configuration's
     level: the paper's bound (``upper_bound``, rejection -> VIOLATED) and the operator's exact variance

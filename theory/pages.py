@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 from .paper_notes import NOTES
@@ -229,7 +230,9 @@ def implementation_section(paper: str) -> list[str]:
     rows = []
     for name in n["algorithms"]:
         cls = algorithms.get_class(name)
-        doc = (cls.__doc__ or __import__("sys").modules[cls.__module__].__doc__ or "").strip()
+        module_doc = sys.modules[cls.__module__].__doc__
+        own_file = getattr(cls, "algorithm", cls).__module__ != cls.__module__  # a configuration in its own module
+        doc = ((module_doc if own_file else None) or cls.__doc__ or module_doc or "").strip()
         first = " ".join(doc.split("\n\n")[0].split())
         rows.append([f"`{name}`", f"`{cls.__module__.replace('.', '/')}.py`", first])
     md += _table(["algorithm", "module", "what (its docstring; the equations and choices are there)"], rows) + [""]

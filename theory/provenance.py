@@ -6,8 +6,8 @@ The committed report (``results/theory/<version>/report.json``) records a SHA-25
 * every ``theory/**/*.py`` file (the claims, statistics, problems and run helpers);
 * the ``algorithms/`` modules the claims use: the modules that define the algorithms the claims train
   (``CLAIM_ALGORITHMS``, by registry name), the ``algorithms`` modules that ``theory/`` imports directly
-  (``from algorithms import compression``, ...), and, transitively, every ``algorithms`` module those
-  import (their relative imports, e.g. ``gradma.py`` -> ``qp.py``, ``fedavgm.py``, ``base.py``).
+  (``from algorithms import compress``, ...), and, transitively, every ``algorithms`` module those
+  import (their relative imports, e.g. ``gradma.py`` -> ``core/qp.py``, ``core/base.py``).
 
 Not hashed: ``benchmark/`` (the round loop and executors are held to their numbers by the
 executor-equivalence, hand-computation and observer tests) and the other algorithms.
@@ -27,29 +27,32 @@ CLAIM_ALGORITHMS = ("bherd", "fedavg", "fedbat", "fedmoswa", "fedswa", "gradma",
                     "lossless", "scaffold")
 
 
-def _algorithm_imports(path: Path) -> set[str]:
-    """``algorithms`` modules (file stems) imported by a file: ``from algorithms[.x] import y``, ``import
-    algorithms.x`` and, inside algorithms/, ``from .x import y`` / ``from . import x``."""
-    out: set[str] = set()
-    inside = path.parent.name == "algorithms"
+def _module_file(dotted: str) -> Path | None:
+    """The file of an ``algorithms`` module or package (``algorithms.core.qp`` -> algorithms/core/qp.py), or None."""
+    if dotted.split(".")[0] != "algorithms":
+        return None
+    p = ROOT.joinpath(*dotted.split("."))
+    for f in (p.with_suffix(".py"), p / "__init__.py"):
+        if f.exists():
+            return f
+    return None
+
+
+def _algorithm_imports(path: Path) -> set[Path]:
+    """``algorithms`` files imported by a file: ``from algorithms[.x] import y`` (y's own file when y is a
+    module, else x's), ``import algorithms.x`` and, inside algorithms/, the relative imports."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    package = list(parts[:-1])
+    out: set[Path] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            if node.level == 1 and inside:
-                if mod:
-                    out.add(mod.split(".")[0])
-                else:
-                    out.update(a.name for a in node.names)
-            elif node.level == 0 and (mod == "algorithms" or mod.startswith("algorithms.")):
-                if mod == "algorithms":
-                    out.update(a.name for a in node.names)
-                else:
-                    out.add(mod.split(".")[1])
+            base = package[:len(package) - node.level + 1] if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else []))
+            subs = {_module_file(f"{mod}.{a.name}") for a in node.names} - {None}
+            out |= subs or ({_module_file(mod)} - {None})
         elif isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.startswith("algorithms."):
-                    out.add(a.name.split(".")[1])
-    return {m for m in out if (ROOT / "algorithms" / f"{m}.py").exists()}
+            out |= {_module_file(a.name) for a in node.names if a.name.startswith("algorithms.")} - {None}
+    return out - {ROOT / "algorithms" / "__init__.py"}
 
 
 def hashed_files() -> list[Path]:
@@ -57,18 +60,17 @@ def hashed_files() -> list[Path]:
     import algorithms
 
     theory = sorted((ROOT / "theory").rglob("*.py"))
-    todo = {Path(algorithms.get_class(n).__module__.split(".")[-1]).name for n in CLAIM_ALGORITHMS}
+    todo = {_module_file(algorithms.get_class(n).__module__) for n in CLAIM_ALGORITHMS}
     for f in theory:
         todo |= _algorithm_imports(f)
-    seen: set[str] = set()
+    seen: set[Path] = set()
     while todo:
-        m = todo.pop()
-        if m in seen:
+        f = todo.pop()
+        if f in seen:
             continue
-        seen.add(m)
-        todo |= _algorithm_imports(ROOT / "algorithms" / f"{m}.py") - seen
-    algs = sorted(ROOT / "algorithms" / f"{m}.py" for m in seen)
-    return sorted(theory + algs, key=lambda p: p.relative_to(ROOT).as_posix())
+        seen.add(f)
+        todo |= _algorithm_imports(f) - seen
+    return sorted(theory + sorted(seen), key=lambda p: p.relative_to(ROOT).as_posix())
 
 
 def file_hashes() -> dict[str, str]:

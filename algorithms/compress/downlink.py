@@ -1,7 +1,13 @@
-"""The downlink quantizer shared by LFL, LGM and LTGM (Amiri et al., arXiv 2006.10672v2, Sec. 4 and
-Appendix A), and the server-side noise of their broadcasts.
+"""The downlinks of the LFL paper's schemes (Amiri et al., arXiv 2006.10672v2, Sec. 4 and Appendix A): the exact
+33-bit model of lossless broadcasting, the quantizer shared by LFL, LGM and LTGM, and the server-side noise
+of their broadcasts.
 
-``quantizer(q)``: LFL's range quantizer Q(., q) (``compression.LFL``, Eqs. 17-20) as a transform, or
+``encode_exact`` / ``decode_exact``: the exact global model at the paper's 33 bits per entry ("each entry of
+the global model is represented by 33 bits", R_LB = 33 d, Sec. 4): one packed sign bit per entry (the sign
+bit of the float, so -0.0 and NaN signs survive) plus the fp32 magnitude, ``8 ceil(d/8) + 32 d`` bits, 33 d
+when 8 divides d; decoding is bit-exact. Sent by ``lossless``, ``lb`` and, after a missed broadcast, ``lfl``.
+
+``quantizer(q)``: LFL's range quantizer Q(., q) (``quantizers.LFL``, Eqs. 17-20), or
 the identity (fp32) for q = None. The same quantizer is the uplink of LB, LFL, LGM and LTGM (inside
 ``error_feedback``).
 
@@ -16,10 +22,11 @@ import hashlib
 
 import torch
 
-from ..base import CounterRng, splitmix64
-from ..compression import get
-from ..hyper import NONE, Either, Range
-from .transforms import Transform, lift
+from ..core import CounterRng, Message, splitmix64
+from ..core.hyper import NONE, Either, Range
+from .packing import pack_bits, unpack_bits
+from .registry import get
+from .transform import Transform
 
 #: a quantization level (the number of intervals, Appendix A): an integer >= 1, or None (no quantization)
 LEVEL = Either(Range("[1, inf)", integer=True), NONE)
@@ -27,7 +34,7 @@ LEVEL = Either(Range("[1, inf)", integer=True), NONE)
 
 def quantizer(q: int | None) -> Transform:
     """LFL's Q(., q) with packed levels, or the identity (fp32) for q = None."""
-    return lift(get("identity") if q is None else get("lfl", q=q))
+    return get("identity") if q is None else get("lfl", q=q)
 
 
 def downlink_key(params: torch.Tensor, salt: str) -> torch.Tensor:
@@ -46,3 +53,22 @@ def round_seed(key: torch.Tensor, round_: torch.Tensor) -> torch.Tensor:
 def server_rng(server_state: dict) -> CounterRng:
     """The noise stream of this round's broadcast (server state with ``key`` and ``round``)."""
     return CounterRng(round_seed(server_state["key"], server_state["round"]))
+
+
+def encode_exact(x: torch.Tensor) -> Message:
+    """An exact global model at the paper's 33 bits per entry: packed sign bits + fp32 magnitudes."""
+    x = x.to(torch.float32)
+    return Message({"negative": pack_bits(torch.signbit(x)), "magnitude": x.abs()},
+                   {"op": "exact33", "d": x.shape[-1]})
+
+
+def decode_exact(message: Message) -> torch.Tensor:
+    """Inverse of ``encode_exact`` (bit-exact, including the sign of zero)."""
+    mag = message["magnitude"].to(torch.float32)
+    negative = unpack_bits(message["negative"], mag.shape[-1])
+    return torch.where(negative, -mag, mag)
+
+
+def is_exact(message: Message) -> bool:
+    """Whether ``message`` came from ``encode_exact`` (a static check on its parts, vmap-safe)."""
+    return "magnitude" in message.parts

@@ -1,5 +1,5 @@
 """FedBAT's uplink operator (Li et al., ICML 2024, Alg. 1 lines 23-24, Eq. 11) as a transform: the
-stochastic binarization S(x_l, alpha_l) of Eqs. 6-7 (``compression.binary_code``) on every tensor l of a
+stochastic binarization S(x_l, alpha_l) of Eqs. 6-7 (``signs.binary_code``) on every tensor l of a
 layout, each with its own step size alpha_l.
 
 The state is the vector of per-tensor step sizes (FedBAT learns them during local training and sets
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import torch
 
-from ..base import Message, ParamLayout
-from ..compression import binary_code, pack_bits, unpack_bits
-from .transforms import Transform
+from ..core import Message, ParamLayout
+from .packing import pack_bits, unpack_bits
+from .signs import binary_code
+from .transform import Transform
 
 
 class layer_binarize(Transform):  # noqa: N801 (a transform, read like a function)

@@ -40,9 +40,13 @@ class _RoundWorkload:
 
     def __init__(self, module, input_shape, clients: int, batch_size: int, local_steps: int, seed: int = 0):
         import algorithms
-        from algorithms import optim
-        from algorithms.base import RoundInfo
+        from algorithms import RoundInfo  # exported at the top by every commit
         from benchmark import executors as ex
+
+        try:
+            from algorithms.core import optim
+        except ImportError:  # commits before algorithms/core/
+            from algorithms import optim
 
         g = torch.Generator().manual_seed(seed)
         n = 4 * batch_size
@@ -127,17 +131,17 @@ class Compressors:
     param_names = ["operator"]  # noqa: RUF012
 
     def setup(self, name):
-        from algorithms import compression
-        from algorithms.base import CounterRng
+        from algorithms import compress
+        from algorithms.core import CounterRng
 
         _pin_threads()
-        self.op = compression.get(name)
+        self.op = compress.get(name)
         self.x = torch.randn(100_000, generator=torch.Generator().manual_seed(0))
         self.rng = CounterRng(0)
-        self.message = self.op.encode(self.x, self.rng)
+        self.message = self.op.encode(self.x, (), self.rng)[0]
 
     def time_encode(self, name):
-        self.op.encode(self.x, self.rng)
+        self.op.encode(self.x, (), self.rng)
 
     def time_decode(self, name):
         self.op.decode(self.message)

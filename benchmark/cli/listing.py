@@ -33,7 +33,7 @@ def cmd_list(a) -> int:
         print("Algorithms\n" + tabulate(rows, headers=["name", "hyperparameters (paper defaults)", "about"],
                                         tablefmt="github") + "\n")
     if what == "hyperparameters":
-        from algorithms import hyper
+        from algorithms.core import hyper
 
         rows = [[name, field, default, constraint] for name in algorithms.names()
                 for field, default, constraint in hyper.describe(algorithms.get_class(name).Hyper)]

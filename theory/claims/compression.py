@@ -1,4 +1,4 @@
-"""Claims about the compression operators themselves (``algorithms/compression.py``), not tied to one paper:
+"""Claims about the compression operators themselves (``algorithms/compress/``), not tied to one paper:
 
 * biased compressors (scaled sign, top-k) are biased, with the stated squared error;
 * error feedback keeps a bounded residual (Karimireddy et al. 2019, Lemma 3; Stich et al. 2018);
@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from algorithms import compression as C
-from algorithms.base import CounterRng, Message
+from algorithms import compress as C
+from algorithms.core import CounterRng, Message
 from theory import stats
 from theory.claims import DERIVED, HOLDS, INCONCLUSIVE, VIOLATED, CheckContext, Outcome, claim
 from theory.evidence import compact
@@ -35,7 +35,7 @@ __all__ = ["bits_honest", "bits_operators", "check_bits", "documented_bits", "ef
 # Biased compressors
 
 
-def _biased_claim(ctx: CheckContext, op: C.Operator, exact_err: Callable[[np.ndarray], float] | None,
+def _biased_claim(ctx: CheckContext, op: C.Transform, exact_err: Callable[[np.ndarray], float] | None,
                   exact_name: str, exact_kind: str = "equals") -> Outcome:
     """E[C(x)] != x on every test vector (mean_zero rejects), and the squared error matches the statement
     (``exact_kind`` "equals" the closed form, or "at_most" the contraction bound). The operators are
@@ -86,7 +86,7 @@ def _scaled_sign_biased(ctx: CheckContext) -> Outcome:
     return scaled_sign_biased(ctx)
 
 
-def scaled_sign_biased(ctx: CheckContext, op: C.Operator | None = None) -> Outcome:
+def scaled_sign_biased(ctx: CheckContext, op: C.Transform | None = None) -> Outcome:
     return _biased_claim(ctx, op or C.get("scaled_sign"),
                          lambda x: float((x ** 2).sum() - np.abs(x).sum() ** 2 / x.size),
                          "exact_sq_error ||x||^2 - ||x||_1^2/d")
@@ -99,7 +99,7 @@ def _topk_biased(ctx: CheckContext) -> Outcome:
     return topk_biased(ctx)
 
 
-def topk_biased(ctx: CheckContext, op: C.Operator | None = None) -> Outcome:
+def topk_biased(ctx: CheckContext, op: C.Transform | None = None) -> Outcome:
     def bound(x):
         k = max(1, math.ceil(0.01 * x.size - 1e-9))
         return float((1 - k / x.size) * (x ** 2).sum())
@@ -150,11 +150,11 @@ def _ef_inputs(family: str, S: int, d: int, T: int, seed: int) -> Callable[[int]
 
 def run_ef(ef: Any, family: str, S: int, d: int, T: int, seed: int) -> dict:
     """Run S error-feedback trajectories of T steps (vmapped over trajectories): x_t from ``family``,
-    ``(msg, e_{t+1}) = ef.ef_encode(x_t, e_t)``. Returns float64 arrays: ``e_norm`` (S, T) = ||e_{t+1}||,
+    ``(msg, e_{t+1}) = ef.encode(x_t, e_t)``. Returns float64 arrays: ``e_norm`` (S, T) = ||e_{t+1}||,
     ``x_norm`` (S, T) = ||x_t||, ``delta`` (S, T) = delta(x_t + e_t), and ``identity_error`` = max_t
     ||e_{t+1} - (p_t - decode(C(p_t)))|| / ||p_t|| (0 up to rounding for error feedback)."""
     xs = _ef_inputs(family, S, d, T, seed)
-    step = torch.func.vmap(lambda x, e: ef.ef_encode(x, e))
+    step = torch.func.vmap(lambda x, e: ef.encode(x, e))
     decode = torch.func.vmap(getattr(ef, "decode", None) or ef.inner.decode)
     e = torch.zeros(S, d, dtype=torch.float32)
     e_norm = np.empty((S, T))
@@ -192,7 +192,7 @@ EF_SLOPE_TOLERANCE = 0.1  # "does not grow": growth faster than t^0.1 must be ex
 
 def ef_residual_check(ef: Any, *, seed: int = 0, S: int = 64, d: int = 100, T: int = 2000,
                       families=EF_FAMILIES, alpha: float = ALPHA, rel_tol: float = 1e-4) -> Outcome:
-    """The check behind compression.ef.residual_bounded, for any object with ``ef_encode``.
+    """The check behind compression.ef.residual_bounded, for any object with ``encode(x, e) -> (msg, e')``.
 
     Per family: (i) deterministic: max_t ||e_t|| / bound_t <= 1 + rel_tol (float32 arithmetic) on every
     trajectory, and the EF identity e_{t+1} = p_t - C(p_t) to 1e-5 relative, else VIOLATED; (ii) slope_at_most(t, ||e_t||, 0) over the second half t in (T/2, T] with
@@ -291,8 +291,8 @@ def _L(m: int) -> int:
     return 0 if m <= 1 else math.ceil(math.log2(m))
 
 
-def documented_bits(op: C.Operator, d: int) -> int | None:
-    """Bits the registry table of algorithms/compression.py documents for ``op`` on d entries (written
+def documented_bits(op: C.Transform, d: int) -> int | None:
+    """Bits the registry table of algorithms/compress/registry.py documents for ``op`` on d entries (written
     here independently of the operators' code); None for an unknown operator."""
     name = getattr(op, "name", None)
     p = getattr(op, "params", {})
@@ -340,7 +340,7 @@ def _static(v) -> bool:
     return False
 
 
-def check_bits(op: C.Operator, d: int, seed: int = 0) -> dict:
+def check_bits(op: C.Transform, d: int, seed: int = 0) -> dict:
     """Honest-bits check of one operator on vectors of length d.
 
     * ``serialised``: 8 x the number of bytes of every part serialised (numpy ``tobytes``) must equal
@@ -354,8 +354,8 @@ def check_bits(op: C.Operator, d: int, seed: int = 0) -> dict:
     g = torch.Generator().manual_seed(10007 * int(seed) + int(d))
     x1 = torch.randn(d, generator=g)
     x2 = 3.0 * torch.randn(d, generator=g)
-    m1 = op.encode(x1, CounterRng(2 * seed + 1))
-    m2 = op.encode(x2, CounterRng(2 * seed + 2))
+    m1 = op.encode(x1, rng=CounterRng(2 * seed + 1))[0]
+    m2 = op.encode(x2, rng=CounterRng(2 * seed + 2))[0]
     blobs = _serialise(m1)
     ser_bits = 8 * sum(len(b) for b, _, _ in blobs.values())
     doc = documented_bits(op, d)
@@ -374,7 +374,7 @@ def check_bits(op: C.Operator, d: int, seed: int = 0) -> dict:
     return out
 
 
-def bits_operators() -> list[C.Operator]:
+def bits_operators() -> list[C.Transform]:
     """Every registered operator with its defaults, plus parameter variants."""
     ops = [C.get(n) for n in C.names()]
     ops += [C.get("lfl", q=q) for q in (1, 5, 7, 16)] + [C.get("qsgd", s=s) for s in (3, 16, 255)]
@@ -389,7 +389,7 @@ BITS_DS = (1, 7, 8, 9, 100, 1001)
 
 
 @claim("compression.bits.honest", "compression",
-       "algorithms/compression.py registry table; LFL Eq. (20) (R_Q = 64 + d (1 + log2(q+1)), with fixed-length "
+       "algorithms/compress/registry.py registry table; LFL Eq. (20) (R_Q = 64 + d (1 + log2(q+1)), with fixed-length "
        "level codes)",
        "For every registered operator and d: Message.bits = 8 x (bytes of the serialised payload) = the documented "
        "count (e.g. lfl: 64 + B(d) + B(d ceil(log2(q+1))), B(n) = 8 ceil(n/8)), and the payload alone (with the "

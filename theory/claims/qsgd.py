@@ -1,6 +1,6 @@
 """Claims of QSGD (Alistarh et al., NeurIPS 2017), Lemma 3.1: the stochastic quantizer Q_s is unbiased and its
 variance is at most min(d/s^2, sqrt(d)/s) ||x||^2, checked by Monte Carlo on the project's ``qsgd`` operator
-(``algorithms/compression.py``) with the shared drivers of ``theory.operator_checks``.
+(``algorithms/compress/``) with the shared drivers of ``theory.operator_checks``.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import torch
 
-from algorithms import compression as C
+from algorithms import compress as C
 from theory.claims import PAPER_CLAIM, CheckContext, Outcome, claim
 from theory.operator_checks import (
     equal_magnitudes,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from algorithms import herding
+from algorithms.core import herding
 from theory import stats
 from theory.claims import DERIVED, INCONCLUSIVE, PAPER_CLAIM, CheckContext, Outcome, claim
 from theory.claims.bherd.formulas import random_subset_mse, subset_mse, with_replacement_mse

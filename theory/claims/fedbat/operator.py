@@ -1,6 +1,6 @@
 """FedBAT (Li et al., ICML 2024), Sec. 3.2, Eqs. (6)-(7): the binarization S(x, alpha) is unbiased with the exact
 error d alpha^2 - ||x||^2 when alpha >= ||x||_inf, and biased toward clip(x, -alpha, alpha) otherwise; checked by
-Monte Carlo on the project's ``binarize`` operator (``algorithms/compression.py``), the operator FedBAT's uplink
+Monte Carlo on the project's ``binarize`` operator (``algorithms/compress/signs.py``), the operator FedBAT's uplink
 encodes with.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from algorithms import compression as C
+from algorithms import compress as C
 from theory.claims import DERIVED, HOLDS, INCONCLUSIVE, PAPER_CLAIM, VIOLATED, CheckContext, Outcome, claim
 from theory.montecarlo import ALPHA, lattice_spacing, monte_carlo, unbiasedness_test, variance_identity_test
 from theory.operator_checks import gaussian, resolution, rng_for, sizes, wrapped
@@ -57,8 +57,8 @@ def _fedbat_in_range(ctx: CheckContext) -> Outcome:
 
 
 def fedbat_in_range(ctx: CheckContext, wrap: Callable | None = None) -> Outcome:
-    """The check behind fedbat.operator.unbiased_in_range on ``compression.Binarize``, the operator FedBAT's
-    uplink encodes with (``compression.binary_code``)."""
+    """The check behind fedbat.operator.unbiased_in_range on ``compress.Binarize``, the operator FedBAT's
+    uplink encodes with (``compress.binary_code``)."""
     cfgs = _fedbat_in_range_configs(ctx, wrap)
     n0, _ = sizes(ctx, full=40000, quick=4000)
     a = ALPHA / (2 * len(cfgs))

@@ -37,7 +37,7 @@ def _learned_runs(seed: int, quick: bool, algorithm: str = "fedbat", args: tuple
     """Default FedBAT (learned alpha, phi = 0.5, rho = 6) on digits with an MLP; the (m, alpha) of every upload
     are the algorithm's diagnostics (``latent_update``, ``step_size``), collected by an observer. ``algorithm``
     and ``args`` (a tuple of (name, value) pairs) plant defects in tests."""
-    from algorithms.compressed_update import split_layout
+    from algorithms.compress.compressed_update import split_layout
     from benchmark import datasets
 
     rounds, n_seeds = LEARNED_QUICK if quick else LEARNED_FULL

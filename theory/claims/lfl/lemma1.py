@@ -1,6 +1,6 @@
 """LFL (Amiri et al., arXiv 2006.10672v2), Lemma 1: the quantizer Q(x, q) of Eqs. (17)-(19) is unbiased and its
 variance is at most eps d ||x||^2 / (4 q^2), checked by Monte Carlo on the project's ``lfl`` operator
-(``algorithms/compression.py``) with the shared drivers of ``theory.operator_checks``.
+(``algorithms/compress/``) with the shared drivers of ``theory.operator_checks``.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from algorithms import compression as C
+from algorithms import compress as C
 from theory.claims import PAPER_CLAIM, CheckContext, Outcome, claim
 from theory.operator_checks import (
     gaussian,

@@ -6,7 +6,7 @@ m replaced by its compressed version C(m)):
     w_{t+1} = w_t + sum_{k in S_t} p'_k C(m_{t+1}^k)
 
 Used by ``signsgd``, ``ef_signsgd``, ``noisy_signsgd``, ``stoc_signsgd``, ``zerofl`` and ``fedpaq``; each
-of them only chooses the compression operator (``algorithms.compression``) and its parameters, and
+of them only chooses the compression operator (``algorithms.compress.get``) and its parameters, and
 ``ef_signsgd`` adds error feedback. The uplink is the transform ``compress.uplink(op, layout, scope,
 per_layer, ef)``: ``fp32_layers(error_feedback?(per_layer?(op)))``; its state (the EF residual) is the
 client state ``residual``. The update is m = w - w0 (``compress.update``, the uplink sign convention).
@@ -31,15 +31,15 @@ FedBAT's binarization scope, so that the bits compare like with like):
   ``ctx.rng`` by different numbers of masked steps, draw the same compression noise. Deterministic
   operators (identity, sign, scaled sign, top-k) do not touch ``ctx.rng``, so local training draws the
   same dropout masks as FedAvg's. Whether an operator draws is its own declaration
-  (``Operator.needs_rng``, propagated by the transforms).
+  (``Transform.needs_rng``, propagated by the wrappers).
 """
 from __future__ import annotations
 
 import torch
 
-from .base import Algorithm, CounterRng, Rng
-from .compress import SCOPES, split_layout, update, uplink
-from .hyper import choice
+from ..core import Algorithm, CounterRng, Rng
+from ..core.hyper import choice
+from .wrappers import SCOPES, split_layout, update, uplink
 
 __all__ = ["SCOPES", "SCOPE", "CompressedUpdate", "fork_rng", "split_layout"]
 

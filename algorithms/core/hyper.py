@@ -6,7 +6,7 @@ Each field of an algorithm's frozen ``Hyper`` dataclass says which values it tak
     weighting: str = param("samples", WEIGHTING)   # one of 'samples', 'uniform'
     q2: int | None = param(2, Either(Range("[1, inf)", integer=True), NONE))   # an integer >= 1 or None
 
-``build`` (called by ``algorithms.base.make_hyper``) converts command-line strings by the field's
+``build`` (called by ``algorithms.core.registry.make_hyper``) converts command-line strings by the field's
 type, builds the dataclass and checks every field against its constraint. Every rejection, of a
 string that does not convert or of a value outside the constraint, reads
 
@@ -202,7 +202,7 @@ BOOL = Bool()
 def param(default: Any, constraint: Constraint) -> Any:
     """A ``Hyper`` field with its default and its declared constraint."""
     if not isinstance(constraint, Constraint):
-        raise TypeError(f"param: constraint must be an algorithms.hyper.Constraint, got {constraint!r}")
+        raise TypeError(f"param: constraint must be an algorithms.core.hyper.Constraint, got {constraint!r}")
     return dataclasses.field(default=default, metadata={_KEY: constraint})
 
 
@@ -240,7 +240,7 @@ def fields(hyper: type) -> list[tuple[dataclasses.Field, Constraint]]:
         c = constraint_of(f) or _inherited(hyper, f.name)
         if c is None:
             raise TypeError(f"{hyper.__qualname__}.{f.name} declares no constraint: declare it with "
-                            "algorithms.hyper.param(default, constraint)")
+                            "algorithms.core.hyper.param(default, constraint)")
         out.append((f, c))
     return out
 
@@ -303,14 +303,19 @@ def describe(hyper: type) -> list[tuple[str, Any, str]]:
     return [(f.name, getattr(default, f.name), c.describe()) for f, c in fields(hyper)]
 
 
-def with_field(hyper: type, name: str, annotation: Any, field: Any, before: str | None = None,
-               qualname: str | None = None) -> type:
-    """A copy of the frozen dataclass ``hyper`` with one more field, placed before ``before``."""
+def derive(hyper: type, defaults: Mapping[str, Any], fields_: tuple = (), qualname: str | None = None) -> type:
+    """A copy of the frozen dataclass ``hyper`` with other ``defaults`` (each field keeps its constraint) and
+    the extra ``fields_``, each ``(name, annotation, param(default, constraint), before)`` placed before the
+    field ``before`` (None: at the end). ``registry.configure`` builds a configuration's ``Hyper`` with it."""
     hints = typing.get_type_hints(hyper)
-    spec = [(f.name, hints[f.name], param(f.default, c)) for f, c in fields(hyper)]
-    at = next((i for i, (n, _, _) in enumerate(spec) if n == before), len(spec))
-    spec.insert(at, (name, annotation, field))
-    cls = dataclasses.make_dataclass("Hyper", spec, frozen=True,
-                                     namespace={"__module__": hyper.__module__})
+    declared = fields(hyper)
+    unknown = sorted(set(defaults) - {f.name for f, _ in declared})
+    if unknown:
+        raise ValueError(f"derive: {hyper.__qualname__} has no hyperparameters {unknown}")
+    spec = [(f.name, hints[f.name], param(defaults.get(f.name, f.default), c)) for f, c in declared]
+    for name, annotation, field, before in fields_:
+        at = next((i for i, (n, _, _) in enumerate(spec) if n == before), len(spec))
+        spec.insert(at, (name, annotation, field))
+    cls = dataclasses.make_dataclass("Hyper", spec, frozen=True, namespace={"__module__": hyper.__module__})
     cls.__qualname__ = qualname or hyper.__qualname__
     return cls

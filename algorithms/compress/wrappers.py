@@ -1,23 +1,9 @@
-"""Compression transforms: compression operators as pure (init, encode, decode) triples that compose,
-in the style of optax's ``GradientTransformation``.
+"""The wrappers: transforms that wrap any transform (``transform.Transform``), in the style of optax's
+``chain`` and ``masked``. Each is itself a ``Transform`` (init / encode / decode), so they nest.
 
-A ``Transform`` has
-
-* ``init(layout) -> state``: the state for vectors of that layout (a ``ParamLayout`` or a length d).
-  Stateless transforms return ``()``.
-* ``encode(x, state, rng) -> (Message, state)``: ``x`` a 1-D float tensor, ``rng`` an ``Rng`` (drawn only
-  if ``needs_rng``). Pure and vmap-safe: no ``.item()``, no branching on values.
-* ``decode(message) -> Tensor``: the decoded vector (float32). Static decoding information (lengths,
-  operator parameters) travels in ``Message.meta`` and is not counted; ``Message.bits`` counts the parts.
-* ``needs_rng``: whether ``encode`` draws random numbers. It comes from the operator itself
-  (``compression.Operator.needs_rng``, declared by each operator class) and propagates through wrappers.
-
-Building blocks, each composing with any transform (an ``Operator`` is lifted with ``lift``):
-
-* ``lift(op)``: a stateless operator of ``algorithms.compression`` as a transform.
-* ``error_feedback(inner)``: ``p = x + e``; send ``inner(p)``; ``e' = p - decode(inner(p))`` (Karimireddy
-  et al. 2019, EF-SignSGD Alg. 1; LFL Eq. 3; LGM's server-side error). The state is the residual e
-  (zeros at first), so ``inner`` must be stateless.
+* ``error_feedback(inner)`` (registry name ``ef``): ``p = x + e``; send ``inner(p)``; ``e' = p - decode(inner(p))``
+  (Karimireddy et al. 2019, EF-SignSGD Alg. 1; LFL Eq. 3; LGM's server-side error): the one error-feedback
+  code. The state is the residual e (zeros at first), so ``inner`` must be stateless.
 * ``per_layer(inner, layout)``: ``inner`` applied to each tensor of ``layout`` separately (per-layer
   scales, one message per tensor; parts ``g{l}.<part>``).
 * ``fp32_layers(inner, layout, scope)``: the tensors outside ``scope`` travel in fp32 (part ``fp``, 32
@@ -39,11 +25,11 @@ from typing import Any, Callable
 
 import torch
 
-from ..base import Message, ParamLayout, ParamSlice, Rng
-from ..compression import Operator, error_feedback_step
+from ..core import Message, ParamLayout, ParamSlice
+from .transform import Properties, Transform
 
-__all__ = ["SCOPES", "Transform", "lift", "error_feedback", "per_layer", "fp32_layers", "chain", "uplink",
-           "scope_layout", "split_layout", "update", "Replay"]
+__all__ = ["SCOPES", "error_feedback", "per_layer", "fp32_layers", "chain", "uplink", "scope_layout",
+           "split_layout", "update", "Replay"]
 
 #: which tensors a compressed algorithm compresses (the rest travel in fp32)
 SCOPES = ("weights", "all")
@@ -118,76 +104,52 @@ class Replay:
     uniform = normal = _next
 
 
-class Transform:
-    """Base class of the transforms (see the module docstring)."""
-
-    needs_rng: bool = False
-    stateless: bool = True
-
-    def init(self, layout: ParamLayout | int, **kw) -> State:
-        """The initial state (``device=`` where it holds tensors)."""
-        return ()
-
-    def encode(self, x: torch.Tensor, state: State = (), rng: Rng | None = None) -> tuple[Message, State]:
-        raise NotImplementedError
-
-    def decode(self, message: Message) -> torch.Tensor:
-        raise NotImplementedError
+def _transform(t: Transform, who: str) -> Transform:
+    if not isinstance(t, Transform):
+        raise TypeError(f"{who}: expected a compression Transform (e.g. compress.get('sign')), got {type(t).__name__}")
+    return t
 
 
-class lift(Transform):  # noqa: N801 (a combinator, read like a function)
-    """A stateless ``compression.Operator`` as a transform: ``encode(x, (), rng) = (op.encode(x, rng), ())``."""
+class error_feedback(Transform):  # noqa: N801 (a wrapper, read like a function)
+    """Error feedback around any stateless transform (Karimireddy et al. 2019, EF-SignSGD Algorithm 1; LFL's
+    uplink, Eq. 3): ``p = x + e``; send ``inner(p)``; ``e' = p - inner.decode(inner(p))``. The state is the
+    residual e (zeros at ``init``; ``None`` also means zeros). Messages and bits are the inner transform's.
 
-    def __init__(self, op: Operator):
-        if not isinstance(op, Operator):
-            raise TypeError(f"lift: expected a compression.Operator, got {type(op).__name__}")
-        self.op = op
-        self.needs_rng = op.needs_rng
+    Registered as ``ef`` (``registry.get("ef", inner=..., **params)``; ``get("ef")`` is EF-SignSGD's compressor,
+    error feedback around ``scaled_sign``)."""
 
-    def encode(self, x, state=(), rng=None):
-        return self.op.encode(x, rng), state
-
-    def decode(self, message):
-        return self.op.decode(message)
-
-    def __repr__(self):
-        return repr(self.op)
-
-
-def as_transform(t: Transform | Operator) -> Transform:
-    """``t`` itself, or the lifted operator."""
-    if isinstance(t, Transform):
-        return t
-    if isinstance(t, Operator):
-        return lift(t)
-    raise TypeError(f"expected a compression Transform or Operator, got {type(t).__name__}")
-
-
-class error_feedback(Transform):  # noqa: N801
-    """Error feedback around any stateless transform: state = the residual e (zeros at ``init``).
-
-    ``p = x + e``, the message is ``inner``'s for p, ``e' = p - inner.decode(message)``. Messages and
-    bits are the inner transform's."""
-
+    name = "ef"
     stateless = False
 
-    def __init__(self, inner: Transform | Operator):
-        self.inner = as_transform(inner)
+    def __init__(self, inner: Transform):
+        self.inner = _transform(inner, "error_feedback")
         if not self.inner.stateless:
             raise ValueError(f"error_feedback wraps a stateless transform; {self.inner!r} keeps state")
         self.needs_rng = self.inner.needs_rng
+
+    @property
+    def params(self):
+        return {"inner": self.inner.name, **self.inner.params}
+
+    @property
+    def properties(self) -> Properties:
+        return Properties(False, None, f"stateful error feedback around {self.inner!r}; each message "
+                                       "is the inner operator applied to x + residual")
 
     def init(self, layout, device=None):
         return torch.zeros(_size(layout), dtype=torch.float32, device=device)
 
     def encode(self, x, state=None, rng=None):
-        return error_feedback_step(lambda p, r: self.inner.encode(p, (), r)[0], self.inner.decode, x, state, rng)
+        x = x.to(torch.float32)
+        p = x + (torch.zeros_like(x) if state is None else state.to(torch.float32))
+        message, _ = self.inner.encode(p, (), rng)
+        return message, p - self.inner.decode(message)
 
     def decode(self, message):
         return self.inner.decode(message)
 
     def __repr__(self):
-        return f"error_feedback({self.inner!r})"
+        return f"ef({self.inner!r})"
 
 
 class per_layer(Transform):  # noqa: N801
@@ -195,8 +157,8 @@ class per_layer(Transform):  # noqa: N801
 
     Parts and meta of tensor l are prefixed ``g{l}.``; the state is the tuple of the tensors' states."""
 
-    def __init__(self, inner: Transform | Operator, layout: ParamLayout):
-        self.inner = as_transform(inner)
+    def __init__(self, inner: Transform, layout: ParamLayout):
+        self.inner = _transform(inner, "per_layer")
         self.layout = layout
         self.needs_rng = self.inner.needs_rng
         self.stateless = self.inner.stateless
@@ -230,8 +192,8 @@ class fp32_layers(Transform):  # noqa: N801
     others, concatenated in layout order (layout ``scope_layout(layout, scope)``). The state is
     ``inner``'s. No part is sent for an empty side (no compressed tensor, or no fp32 tensor)."""
 
-    def __init__(self, inner: Transform | Operator, layout: ParamLayout, scope: str = "weights"):
-        self.inner = as_transform(inner)
+    def __init__(self, inner: Transform, layout: ParamLayout, scope: str = "weights"):
+        self.inner = _transform(inner, "fp32_layers")
         self.layout, self.scope = layout, scope
         self.comp, self.rest = split_layout(layout, scope)
         self.comp_layout = _rebased(self.comp)
@@ -271,10 +233,10 @@ class fp32_layers(Transform):  # noqa: N801
         return f"fp32_layers({self.inner!r}, scope={self.scope!r})"
 
 
-def chain(*wrappers: Callable[[Transform], Transform]) -> Callable[[Transform | Operator], Transform]:
+def chain(*wrappers: Callable[[Transform], Transform]) -> Callable[[Transform], Transform]:
     """``chain(a, b, c)(op) = a(b(c(op)))``: wrappers applied inside out, the first one outermost."""
-    def build(op: Transform | Operator) -> Transform:
-        t = as_transform(op)
+    def build(op: Transform) -> Transform:
+        t = _transform(op, "chain")
         for w in reversed(wrappers):
             t = w(t)
         return t
@@ -282,13 +244,13 @@ def chain(*wrappers: Callable[[Transform], Transform]) -> Callable[[Transform | 
     return build
 
 
-def uplink(op: Transform | Operator, layout: ParamLayout, scope: str = "weights", per_layer_: bool = True,
+def uplink(op: Transform, layout: ParamLayout, scope: str = "weights", per_layer_: bool = True,
            ef: bool = False) -> Transform:
     """The compressed uplink of the FedBAT-style baselines: ``op`` on the tensors in ``scope`` (each on
     its own when ``per_layer_``), with error feedback when ``ef`` (one residual over the compressed
     entries), the other tensors in fp32."""
     comp = scope_layout(layout, scope)
-    t = as_transform(op)
+    t = _transform(op, "uplink")
     if per_layer_:
         t = per_layer(t, comp)
     if ef:
