@@ -328,3 +328,39 @@ def test_report_writes_every_documented_key_and_says_what_each_verdict_means(tmp
         (tmp_path / "r" / "claims" / v / "report.json").write_text(json.dumps(data))
     assert erep.previous_report(tmp_path / "r", "0.2.0")[0] == "0.1.0"
     assert erep.previous_report(tmp_path / "r", "0.1.0") is None
+
+
+def test_the_spreads_before_are_found_in_the_results_root_then_the_committed_results(tmp_path, monkeypatch):
+    """``claims --before``: a named version is the committed report first (a user's ./runs may hold this very run's
+    report of the same version), else the results root's; "previous" looks in the root, then the committed
+    results; a version that is nowhere is an error naming where it looked."""
+    committed, root = tmp_path / "committed", tmp_path / "runs"
+    for base, v, tag in ((committed, "0.1.0", "committed"), (root, "0.1.0", "root"), (root, "0.0.9", "old")):
+        (base / "claims" / v).mkdir(parents=True)
+        (base / "claims" / v / "report.json").write_text(json.dumps({"tag": tag}))
+    monkeypatch.setattr(report, "committed_results", lambda: committed)
+    monkeypatch.setattr(erun, "code_version", lambda: {"package": "0.2.0"})
+    assert erun.before_report(root, "0.1.0")[1]["tag"] == "committed"
+    assert erun.before_report(root, "0.0.9")[1]["tag"] == "old"
+    assert erun.before_report(root, "previous")[1]["tag"] == "root"
+    assert erun.before_report(tmp_path / "empty", "previous")[1]["tag"] == "committed"
+    assert erun.before_report(root, None) is None
+    with pytest.raises(FileNotFoundError, match="no claims report 0.5.0 under"):
+        erun.before_report(root, "0.5.0")
+
+
+def test_claims_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
+    from theory.empirical.scale import paper_scales
+
+    assert cli.main(["claims", "--dry-run", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    total = sum(sc.cost_plan()["cpu_minutes"] for n in empirical.PAPERS for sc in paper_scales(empirical.paper(n)))
+    assert f"planned: {total:.0f} CPU-min" in out
+    for n in empirical.PAPERS:
+        m = empirical.paper(n)
+        assert f"{n}: budget {m.BUDGET.cpu_minutes:g} CPU-min" in out
+        assert all(f"  scale {sc.name}: looks " in out for sc in paper_scales(m))
+    assert not any(tmp_path.iterdir())
+    assert cli.main(["claims", "--dry-run", "--paper", "bherd", "--json"]) == 0
+    (plan,) = json.loads(capsys.readouterr().out)
+    assert plan["paper"] == "bherd" and plan["scales"][0]["looks"] == [5, 10]

@@ -19,8 +19,33 @@ def _looks(text: str | None) -> tuple | None:
         raise ValueError(f"--looks expects increasing seed counts such as 5,10,20,40, got {text!r}") from None
 
 
+def show_plan(a) -> int:
+    """``--dry-run``: each paper's budget, scales, looks and cost plan at the measured costs; nothing runs."""
+    from theory.empirical.run import plan_claims
+    from theory.empirical.scale import plan_lines
+
+    plan = plan_claims(a.paper)
+    if a.json:
+        print(json.dumps(plan, indent=1, default=str))
+        return 0
+    for p in plan:
+        b = p["budget"]
+        print(f"{p['paper']}: budget {b['cpu_minutes']:g} CPU-min, looks {b['looks']} ({b['reason']})")
+        for sc in p["scales"]:
+            print(f"  scale {sc['scale']}: looks {sc['looks']}, claims {', '.join(sc['claims'])}")
+            print("\n".join(f"    {line}" for line in plan_lines(sc["plan"])))
+    total = sum(p["cpu_minutes"] for p in plan)
+    print(f"planned: {total:.0f} CPU-min at the measured costs, about {total / 60 / 2:.1f} h on 2 cores with "
+          f"--backend process --jobs 2 (budgets: {sum(p['budget']['cpu_minutes'] for p in plan):g} CPU-min); the "
+          f"looks stop early where a claim is decided")
+    return 0
+
+
 def cmd_claims(a) -> int:
     from theory.empirical.report import key_number
+
+    if a.dry_run:
+        return show_plan(a)
     from theory.empirical.run import run_claims
 
     scale = "quick" if a.quick else a.scale
@@ -68,6 +93,9 @@ def add_parser(sub) -> None:
                    help="the claims report version whose spreads (sd of each comparison) are shown beside the new "
                         "ones: previous (default: the newest older version under the results root), a version, or "
                         "none")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print each paper's budget, scales, looks and planned CPU time (the measured cost per run "
+                        "times the tuning cells and the most paired seeds); run nothing")
     p.add_argument("--no-run", action="store_true", help="with --scale full: judge existing suite records only")
     p.add_argument("--backend", choices=["local", "process", "ray"], default="local", help="how cells run")
     p.add_argument("--jobs", type=int, default=None, help="parallel workers for --backend process")

@@ -219,6 +219,58 @@ def report_folder(results_root, scale: str, paper: str | None = None, out=None) 
     return folder / "partial" / paper if paper else folder
 
 
+def _report_roots(results_root) -> list:
+    """Where an earlier claims report is looked for: the results root, then the repository's committed results."""
+    from benchmark.report import committed_results
+
+    committed = committed_results()
+    same = committed is not None and Path(results_root).resolve() == committed.resolve()
+    return [Path(results_root)] + ([committed] if committed is not None and not same else [])
+
+
+def plan_claims(paper: str | None = None) -> list[dict]:
+    """The full report's plan without running anything: per paper, its budget and, per CPU scale, the claims it
+    runs, its looks and its cost plan at the measured costs (``CpuScale.cost_plan``)."""
+    from . import papers as paper_modules
+
+    out = []
+    for m in paper_modules(paper):
+        scales = [{"scale": sc.name, "claims": [c.id for c in claims_at(sc, m.CLAIMS)],
+                   "looks": list(scale_looks(m.BUDGET.looks, sc.max_seeds)), "plan": sc.cost_plan()}
+                  for sc in paper_scales(m)]
+        out.append({"paper": m.PAPER, "budget": {"looks": list(m.BUDGET.looks), "cpu_minutes": m.BUDGET.cpu_minutes,
+                                                 "reason": m.BUDGET.reason},
+                    "scales": scales, "cpu_minutes": sum(s["plan"]["cpu_minutes"] for s in scales)})
+    return out
+
+
+def before_report(results_root, before: str | None) -> tuple[str, dict] | None:
+    """The claims report whose spreads are shown beside a new one: ``before`` = "previous" (the newest version
+    older than this code's under the results root, else under the committed results), a version (the committed
+    one, else the results root's: the root may hold this very run's report) or None. A named version that is
+    nowhere is an error."""
+    import json
+
+    from .report import previous_report
+
+    if not before:
+        return None
+    prev, roots = None, _report_roots(results_root)
+    if before != "previous":
+        roots = roots[::-1]  # a named version: the committed one first (the root may hold this run's own report)
+    for root in roots:
+        if before == "previous":
+            prev = previous_report(root, code_version()["package"])
+        elif (Path(root) / "claims" / before / "report.json").is_file():
+            prev = (before, json.loads((Path(root) / "claims" / before / "report.json").read_text()))
+        if prev:
+            break
+    if before != "previous" and not prev:
+        raise FileNotFoundError(f"no claims report {before} under {' or '.join(map(str, roots))}/claims to compare "
+                                "spreads with; give an existing version")
+    return prev
+
+
 def _load() -> str:
     try:
         return " ".join(f"{v:.1f}" for v in os.getloadavg())
@@ -231,21 +283,12 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
                looks: tuple | None = None, note: str = "", before: str | None = "previous") -> dict:
     """Run (or resume) every paper's claims, or ``paper``'s, and write the report (``report.write_report``).
     ``before``: the claims report version whose spreads are shown beside the new ones ("previous": the newest
-    older version under the results root; None: none). Returns {"papers": [...], "paths": {...}}."""
-    import json
-
+    older version under the results root, else under the committed results; a version: the committed one, else
+    the results root's; None: none). Returns {"papers": [...], "paths": {...}}."""
     from . import papers as paper_modules
-    from .report import previous_report, write_report
+    from .report import write_report
 
-    if before == "previous":
-        prev = previous_report(results_root, code_version()["package"])
-    elif before:
-        path = Path(results_root) / "claims" / before / "report.json"
-        if not path.is_file():
-            raise FileNotFoundError(f"no claims report {path} to compare spreads with; give an existing version")
-        prev = (before, json.loads(path.read_text()))
-    else:
-        prev = None
+    prev = before_report(results_root, before)
 
     t0, load0 = time.time(), _load()
     results = []
