@@ -72,16 +72,18 @@ def add_parser(sub) -> None:
     p = sub.add_parser("claims", help="test the papers' empirical claims on paired runs and write the claims report",
                        description="Run each paper's empirical claims (theory/empirical): tune every method with the "
                                    "same budget on a validation split, then add paired seeds in looks (the paper's "
-                                   "budget, e.g. 5, 10, 20, 40) until each claim is SUPPORTED, CONTRADICTED or "
+                                   "budget: 5, then 10, up to each scale's max_seeds) at each of its scales until "
+                                   "each claim is SUPPORTED, CONTRADICTED or "
                                    "NEGLIGIBLE, or its budget of seeds or CPU time is spent (INCONCLUSIVE, with the "
-                                   "closest decision). Writes <root>/claims/<version>/report.md, report.json and one "
+                                   "closest decision). --dry-run prints the plan and its CPU time. Writes "
+                                   "<root>/claims/<version>/report.md, report.json and one "
                                    "plot per claim (--publish: the committed results/claims). Cells are run records "
                                    "under <root>/claims/<version>/runs: run the same command again to resume (in "
                                    "pieces, in the background).")
     p.add_argument("--paper", help="only this paper's claims (bherd, fedbat, fedswa, gradma, lfl); written to "
                                    "<folder>/partial/<paper>")
     p.add_argument("--quick", action="store_true",
-                   help="a smoke test of every paper's first scale in seconds (1-2 rounds, <= 20 samples per client, 2 "
+                   help="a smoke test of every paper's first scale in minutes (2 rounds, <= 20 samples per client, 2 "
                         "grid values, one look of 3 seeds) for CI, never a verdict; written to <folder>/quick")
     p.add_argument("--scale", choices=["cpu", "full"], default="cpu",
                    help="cpu: each paper's CPU scales in turn, sharing its budget (default; the paper's own setting "
@@ -91,8 +93,8 @@ def add_parser(sub) -> None:
                                    "5,10,20")
     p.add_argument("--before", default="previous",
                    help="the claims report version whose spreads (sd of each comparison) are shown beside the new "
-                        "ones: previous (default: the newest older version under the results root), a version, or "
-                        "none")
+                        "ones: previous (default: the newest older version under the results root, else under the "
+                        "committed results), a version (the committed one first), or none")
     p.add_argument("--dry-run", action="store_true",
                    help="print each paper's budget, scales, looks and planned CPU time (the measured cost per run "
                         "times the tuning cells and the most paired seeds); run nothing")
