@@ -80,8 +80,9 @@ def test_cli_report_paper_all_writes_five_pages(tmp_path, capsys):
     assert sorted(p.name for p in (res / "papers").glob("*.md")) == sorted(f"{p}.md" for p in pages.PAPERS)
     assert cli.main(["report", "--paper", "bherd", "--results", str(res), "--out", str(tmp_path / "one")]) == 0
     assert (tmp_path / "one" / "bherd.md").read_text() == (res / "papers" / "bherd.md").read_text()
-    assert cli.main(["report", "--paper", "nope", "--results", str(res)]) == 2
+    assert cli.main(["report", "--paper", "nope", "--results", str(res), "--out", str(tmp_path / "none")]) == 2
     assert "unknown paper" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()  # nothing written for a bad name
 
 
 def test_readme_first_screen_links_the_five_pages():

@@ -274,10 +274,10 @@ def write_pages(papers, results="results", out: str | None = None) -> list[Path]
     results = Path(results)
     names = list(PAPERS) if papers in ("all", ["all"], ("all",)) else [papers] if isinstance(papers, str) else papers
     folder = Path(out) if out else results / "papers"
+    texts = {p: page(p, results) for p in names}  # an unknown paper fails before anything is written
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for p in names:
-        text = page(p, results)
+    for p, text in texts.items():
         path = folder / f"{p}.md"
         path.write_text(text)
         paths.append(path)
