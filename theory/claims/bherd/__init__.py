@@ -1,5 +1,5 @@
 """BHerd (Luo et al., arXiv 2403.16557v1): the herding step (Eqs. 1, 12), Proposition 1, Theorems 1-2, and the
-alpha sweep of Fig. 3(a), checked on the project's bherd code (algorithms/bherd.py, algorithms/herding.py)
+alpha sweep of Fig. 3(a), checked on the project's bherd code (algorithms/bherd.py, algorithms/core/herding.py)
 through the engine.
 
 Summary of the theory: ../shared/papers/bherd.md, Sec. 5. The paper's analysis replaces the herded subset mean
