@@ -1,11 +1,11 @@
-"""Batched runs: cells that differ only in seed, partition or numeric hyperparameters, as one job.
+"""Batched runs: which cells can share one job, and how many by default (the rules ``benchmark.plan`` applies).
 
-A group of R runs trains in lockstep: each round every run prepares its own clients (its sampling,
-partition, schedules, RNG keys and client states), then ONE ``vmap`` runs ``local_update`` over all
-(run, client) pairs, each pair with its own downlink, learning rate and numeric hyperparameters
-(batched 0-d tensors), then each run aggregates, evaluates and records on its own
-(``benchmark.engine``). A run's record equals the record of the same cell run alone with the vectorized
-executor, to float rounding (tests/test_batched.py).
+Cells that differ only in seed, partition or numeric hyperparameters can train as one job: a group of R runs
+in lockstep, each round every run preparing its own clients (its sampling, partition, schedules, RNG keys
+and client states), then ONE ``vmap`` running ``local_update`` over all (run, client) pairs, each pair with
+its own downlink, learning rate and numeric hyperparameters (batched 0-d tensors), then each run
+aggregating, evaluating and recording on its own (``benchmark.engine.run_rounds``). A run's record equals
+the record of the same cell run alone with the vectorized executor, to float rounding (tests/test_batched.py).
 
 Which hyperparameters may differ inside a group is measured, not declared (``tensor_fields``): a
 probe runs ``local_update`` of the algorithm on a tiny model under ``vmap`` with a field (or the
@@ -127,11 +127,12 @@ def _probe(cls, fields: list[str]) -> bool:
     key = torch.tensor(7, dtype=torch.int64)
     steps, n, cid = torch.tensor(3), torch.tensor(24.0), torch.tensor(1)
 
+    setup = ex.LocalSetup(fmodel, x, y, opt, 0, weighted=False)
+
     def one(alg, hyper, lr, down, state):
-        ctx = ex.ClientContext(fmodel, x, y, idx, w, None, {}, key, opt, lr, steps, n, cid, 0)
+        ctx = ex.ClientContext(setup, ex.ClientShare(idx, w, None, key, steps, n, cid, {}, lr))
         return batched_local_update(alg, ctx, down, state, hyper)
 
-    fmodel.weighted = False
     ref = [vmap(lambda d, s, a=a, lr=lr: one(a, {}, lr, d, s))(*stack_trees([(dn, st)]))
            for a, lr, dn, st in zip(algs, lrs, downs, states)]
     hyper = {f: torch.tensor([args[0][f], args[1][f]], dtype=torch.float32) for f in args[0]}
@@ -193,48 +194,6 @@ def group_key(exp) -> tuple:
     return ("group", json.dumps(shared, sort_keys=True, default=str))
 
 
-def plan_groups(exps: list, max_runs: int | None, device=None) -> list[list[int]]:
-    """Indices of ``exps`` in groups of at most ``max_runs`` runs (None: ``group_size_for`` each kind of
-    cell on ``device``), order kept within and across groups."""
-    return [g.indices for g in plan(exps, max_runs, device)]
-
-
-@dataclass(frozen=True)
-class Group:
-    indices: list
-    reason: str  # why this size (or why alone)
-
-
-def plan(exps: list, max_runs: int | None, device=None) -> list[Group]:
-    """``plan_groups`` with the reason for each group's size."""
-    import torch
-
-    if max_runs is not None and max_runs <= 1:
-        return [Group([i], "--group-runs 1") for i in range(len(exps))]
-    device = torch.device(device or "cpu")
-    by_key: dict[tuple, list[int]] = {}
-    for i, e in enumerate(exps):
-        by_key.setdefault(group_key(e), []).append(i)
-    groups = []
-    for key, idx in by_key.items():
-        if key[0] == "alone":
-            groups.extend(Group([i], _alone_reason(exps[i])) for i in idx)
-            continue
-        if max_runs is None:
-            size = group_size_for(exps[idx[0]], device)
-            n, why = size.runs, size.reason
-        else:
-            n, why = max_runs, f"--group-runs {max_runs}"
-        for s in range(0, len(idx), n):
-            groups.append(Group(idx[s:s + n], why))
-    groups.sort(key=lambda g: g.indices[0])
-    return groups
-
-
-def _alone_reason(exp) -> str:
-    return f"{exp.algorithm} is not vectorizable: runs alone"
-
-
 #: CPU: runs per batched job by default (fedrepro bench --preset runs: the gain flattens by then)
 CPU_GROUP_RUNS = 8
 #: CUDA: a vectorized step of the whole group should hold about this much arithmetic (FLOPs) to fill
@@ -271,83 +230,5 @@ def default_group_runs(device_type: str, executor_alone: str, flops_sample: floa
                            f"{by_memory} by memory, at most {MAX_GROUP_RUNS}")
 
 
-def group_size_for(exp, device) -> GroupSize:
-    """``default_group_runs`` for an experiment (model built on the meta device; no data read)."""
-    import torch
-
-    from . import cost, models
-
-    if not algorithms.get_class(exp.algorithm).vectorizable:
-        return GroupSize(1, f"{exp.algorithm} is not vectorizable")
-    if not isinstance(exp.model, str) or not isinstance(exp.dataset, str):
-        return GroupSize(CPU_GROUP_RUNS, "a dataset or model object: the CPU default")
-    work = cost.cell_work(exp)
-    with torch.device("meta"):
-        module = models.build(exp.model, tuple(work["input_shape"]), work["classes"], **dict(exp.model_args))
-    flops = cost.flops_per_sample(module, tuple(work["input_shape"]))
-    choice = cost.choose_executor(exp.executor, device.type, True, flops, work["batch"])
-    free = None
-    if device.type == "cuda":
-        free = float(torch.cuda.mem_get_info(device)[0])
-    params = sum(p.numel() for p in module.parameters())
-    return default_group_runs(device.type, choice.executor, flops,
-                              cost.activation_bytes_per_sample(module, tuple(work["input_shape"])),
-                              params, work["clients_per_round"], work["batch"], free)
-
-
-# --------------------------------------------------------------------------------------------------
-# Running a group
-
-
-def differing_hyper(algs: list, free: frozenset) -> list[str]:
-    """The batchable hyperparameters whose values differ across the runs' algorithm instances."""
-    names = []
-    for f in sorted(free - {LR}):
-        if len({repr(getattr(a.hp, f)) for a in algs}) > 1:
-            names.append(f)
-    return names
-
-
-def iter_group(exps: list):
-    """Run ``exps`` (one ``group_key``) as one batched job; yield ``(index, RunResult)`` as each run
-    finishes (diverged runs early, the others after the last round)."""
-    import time
-
-    from . import engine
-    from .experiment import load_dataset, make_result, prepare, resolve_device
-
-    if not exps:
-        return
-    keys = {group_key(e) for e in exps}
-    if len(keys) != 1 or next(iter(keys))[0] != "group":
-        raise ValueError("these experiments cannot share a batched job (they differ in a field that must be "
-                         f"equal: one of {', '.join(SHARED_FIELDS)}, or a hyperparameter that is not batchable); "
-                         "use benchmark.batched.plan_groups")
-    t0 = time.perf_counter()
-    exps = [dataclasses.replace(e, executor="vectorized") for e in exps]
-    for e in exps:
-        e.validate()
-    data = load_dataset(exps[0], resolve_device(exps[0].device))
-    preps = [prepare(e, data) for e in exps]
-    runs = [engine.start(p.alg, p.fmodel, p.data, p.parts, p.cfg, "vectorized", p.optimizer) for p in preps]
-    varying = differing_hyper([p.alg for p in preps], tensor_fields(exps[0].algorithm))
-    hypers = [{f: float(getattr(p.alg.hp, f)) for f in varying} for p in preps]
-    lr_varies = len({e.lr for e in exps}) > 1 or len({e.lr_decay for e in exps}) > 1
-    execution = {"executor": "vectorized", "reason": f"batched: {len(exps)} runs in one vmap over (run, client) "
-                 "pairs (benchmark.batched)", "group_runs": len(exps),
-                 "batched_hyperparameters": (["lr"] if lr_varies else []) + varying}
-    for i, out in engine.run_rounds_batched(runs, hypers):
-        yield i, make_result(exps[i], preps[i], out, time.perf_counter() - t0,
-                             {**execution, "group_index": i})
-
-
-def run_group(exps: list) -> list:
-    """``iter_group`` collected, in the order of ``exps``."""
-    results = [None] * len(exps)
-    for i, res in iter_group(exps):
-        results[i] = res
-    return results
-
-
-__all__ = ["tensor_fields", "probe_fields", "group_key", "plan_groups", "batched_local_update",
-           "default_group_runs", "group_size_for", "iter_group", "run_group", "SHARED_FIELDS"]
+__all__ = ["tensor_fields", "probe_fields", "group_key", "batched_local_update", "default_group_runs",
+           "GroupSize", "SHARED_FIELDS"]

@@ -3,9 +3,10 @@
 Everything is measured in one process, on the same work, so only ratios are compared (DESIGN.md,
 Performance). One configuration = a model, K clients of equal size, batch B and S local steps:
 
-* ``sequential`` and ``vectorized``: one FedAvg round through the engine's own pieces
-  (``alg.broadcast`` -> ``executors.get(name).run`` on prepared ``ClientJob``s -> ``alg.aggregate``),
-  from the same server state every repeat, so evaluation and client sampling are excluded;
+* ``sequential`` and ``vectorized``: one FedAvg round planned (``benchmark.plan``) and run by the engine
+  (``workloads.FederatedRound``: ``engine.local_training`` with that executor, then ``engine.aggregate``),
+  from the same downlink every repeat, so evaluation and client sampling are excluded; ``auto``: the
+  executor the planner picks;
 * the limit: centralized training of the same model on the same samples, S steps on the K*B samples
   of the round concatenated into one batch (the same sample-gradients, one weight set). Two plain
   implementations are timed and the faster one is the limit (the best one can do for this work):
@@ -21,12 +22,13 @@ Data are synthetic random tensors (throughput does not depend on the values).
 from __future__ import annotations
 
 import datetime
-import gc
 import os
 import platform
 import statistics
 import time
 from dataclasses import dataclass, field
+
+from .workloads import RUN_METHODS, Config, RunsWorkload, Workload, _sync  # noqa: F401 (Config: API)
 
 SCHEMA = 1
 RUN_ROUNDS = {False: 3, True: 1}  # rounds per cell in the batched-runs measurement (full, --quick)
@@ -65,24 +67,6 @@ TARGETS = (
 
 class BenchError(ValueError):
     """A user error (bad flag, missing device): exit code 2."""
-
-
-@dataclass
-class Config:
-    preset: str
-    model: str
-    input_shape: tuple[int, ...]
-    num_classes: int
-    clients: int
-    batch_size: int
-    local_steps: int
-    samples_per_client: int
-    seed: int = 0
-    lr: float = 0.01
-
-    @property
-    def sample_gradients_per_round(self) -> int:
-        return self.clients * self.batch_size * self.local_steps
 
 
 @dataclass
@@ -131,27 +115,14 @@ class Measurement:
 # Devices
 
 
-def resolve_device(name: str):
-    import torch
+def resolve_device(name: str | None):
+    """``benchmark.plan.resolve_device``, its errors as ``BenchError``."""
+    from .plan import resolve_device as resolve
 
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cpu":
-        return torch.device("cpu")
-    if name == "cuda" or name.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            built = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
-            raise BenchError(f"--device {name} was asked for but torch {torch.__version__} ({built}) sees no "
-                             "CUDA device; use --device cpu or --device auto")
-        return torch.device(name)
-    raise BenchError(f"--device must be cpu, cuda or auto, got {name!r}")
-
-
-def _sync(device) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    try:
+        return resolve(name)[0]
+    except ValueError as e:
+        raise BenchError(f"--{e}") from None
 
 
 def _device_name(device) -> str:
@@ -179,127 +150,13 @@ def _load() -> list[float] | None:
 
 
 # --------------------------------------------------------------------------------------------------
-# The work
-
-
-class Workload:
-    """One configuration prepared on a device: a callable per method, each doing one round's work."""
-
-    def __init__(self, cfg: Config, device):
-        import copy
-
-        import numpy as np
-        import torch
-        import torch.nn.functional as F
-        from torch.func import functional_call, grad
-
-        import algorithms
-        from algorithms.core import optim
-        from algorithms.core import ParamLayout, RoundInfo
-
-        from . import executors as ex
-        from . import models
-        from .federated_dataset import FederatedDataset
-
-        from . import cost
-
-        self.cfg, self.device = cfg, device
-        k, b, s, n = cfg.clients, cfg.batch_size, cfg.local_steps, cfg.samples_per_client
-        g = torch.Generator().manual_seed(cfg.seed)
-        clients = [(torch.randn(n, *cfg.input_shape, generator=g),
-                    torch.randint(0, cfg.num_classes, (n,), generator=g)) for _ in range(k)]
-        test = (torch.randn(cfg.num_classes, *cfg.input_shape, generator=g), torch.arange(cfg.num_classes))
-        data = FederatedDataset.from_tensors(clients, test, name="bench-synthetic",
-                                             num_classes=cfg.num_classes).to(device)
-        torch.manual_seed(cfg.seed)
-        module = models.build(cfg.model, cfg.input_shape, cfg.num_classes).to(device)
-        self.params = models.param_count(module)
-        self.flops_per_sample = cost.flops_per_sample(module, cfg.input_shape)
-        self.auto = cost.choose_executor("auto", device.type, True, self.flops_per_sample, b)
-
-        # -- the federated round (engine pieces) --
-        fmodel = ex.FunctionalModel(module, data.task)
-        alg = algorithms.make("fedavg", fmodel.layout, k)
-        opt = optim.make("sgd")
-        p0 = torch.nn.utils.parameters_to_vector(module.parameters()).detach().clone()
-        server = alg.init(p0)
-        buffers = {name: t.to(device) for name, t in fmodel.initial_buffers().items()}
-        jobs = []
-        for cid in range(k):
-            part = data.clients[cid].cpu().numpy().astype(np.int64)
-            sch = ex.client_schedule(part, np.random.default_rng([cfg.seed, 2, 0, cid]), None, s, b)
-            jobs.append(ex.ClientJob(cid, sch, alg.client_init(p0), n))
-        x, y = data.x_train, data.y_train
-        n_k = torch.full((k,), float(n), device=device)
-        weights = n_k / n_k.sum()
-        info = RoundInfo(0, torch.arange(k, device=device), k, n_k,
-                         torch.tensor([j.schedule.steps for j in jobs], device=device), cfg.lr)
-
-        def fl_round(executor):
-            def run():
-                downlink = alg.broadcast(server)
-                out = executor.run(alg, fmodel, x, y, downlink, jobs, buffers, opt, cfg.lr, cfg.seed, 0)
-                return alg.aggregate(server, out.uplinks, weights, info)["params"]
-            return run
-
-        # -- the limit: the round's K*B samples of each step as one centralized batch --
-        idx = torch.cat([j.schedule.idx for j in jobs], dim=1).to(device)  # (S, K*B)
-
-        plain = copy.deepcopy(module).train()
-        sgd = torch.optim.SGD(plain.parameters(), lr=cfg.lr)
-        saved = [p.detach().clone() for p in plain.parameters()]
-        saved_bufs = [t.detach().clone() for t in plain.buffers()]
-
-        def limit_module():
-            with torch.no_grad():
-                for p, v in zip(plain.parameters(), saved):
-                    p.copy_(v)
-                for t, v in zip(plain.buffers(), saved_bufs):
-                    t.copy_(v)
-            for step in range(s):
-                i = idx[step]
-                loss = F.cross_entropy(plain(x[i]), y[i])
-                sgd.zero_grad(set_to_none=True)
-                loss.backward()
-                sgd.step()
-            return loss.detach()
-
-        functional = copy.deepcopy(module).train()
-        layout = ParamLayout.from_module(functional)
-        saved_named_bufs = {name: t.detach().clone() for name, t in functional.named_buffers()}
-
-        def loss_fn(p, bufs, xb, yb):  # buffers are an input, so BatchNorm may update them in place
-            return F.cross_entropy(functional_call(functional, (layout.unflatten(p), bufs), (xb,)), yb)
-
-        grad_fn = grad(loss_fn)
-
-        def limit_functional():
-            p = p0
-            bufs = {name: t.clone() for name, t in saved_named_bufs.items()}
-            for step in range(s):
-                i = idx[step]
-                p = p - cfg.lr * grad_fn(p, bufs, x[i], y[i])
-            return p
-
-        self.fns = {"sequential": fl_round(ex.get("sequential")),
-                    "vectorized": fl_round(ex.get("vectorized")),
-                    "auto": fl_round(ex.get(self.auto.executor)),  # timed on its own: its own noise
-                    "limit_module": limit_module, "limit_functional": limit_functional}
-
-    def time_once(self, method: str) -> float:
-        fn = self.fns[method]
-        gc.collect()
-        _sync(self.device)
-        t0 = time.perf_counter()
-        fn()
-        _sync(self.device)
-        return time.perf_counter() - t0
+# Measuring
 
 
 def measure(cfg: Config, device, repeats: int, warmup: int, log=None) -> Measurement:
     """Warm up every method, then time them ``repeats`` times in a rotating order."""
     w = Workload(cfg, device)
-    m = Measurement(cfg, w.params, {name: [] for name in METHODS}, w.flops_per_sample, w.auto.record())
+    m = Measurement(cfg, w.params, {name: [] for name in METHODS}, w.flops_per_sample, w.auto.execution())
     for method in METHODS:
         for _ in range(warmup):
             w.time_once(method)
@@ -315,55 +172,6 @@ def measure(cfg: Config, device, repeats: int, warmup: int, log=None) -> Measure
 
 # --------------------------------------------------------------------------------------------------
 # Batched runs: R cells as one job vs one after another
-
-RUN_METHODS = ("one_after_another", "batched")
-
-
-class RunsWorkload:
-    """R cells of FedAvg (3 seeds x 2 learning rates when R = 6) on the configuration's synthetic data,
-    each a complete run (set-up, ``rounds`` rounds, evaluation every round on a small test set): one
-    after another as a user gets them alone (``executor="auto"``), and as one batched job
-    (``benchmark.batched.run_group``)."""
-
-    def __init__(self, cfg: Config, device, runs: int, rounds: int):
-        import torch
-
-        from .experiment import Experiment
-        from .federated_dataset import FederatedDataset
-
-        self.cfg, self.device, self.runs, self.rounds = cfg, device, runs, rounds
-        k, n = cfg.clients, cfg.samples_per_client
-        g = torch.Generator().manual_seed(cfg.seed)
-        clients = [(torch.randn(n, *cfg.input_shape, generator=g),
-                    torch.randint(0, cfg.num_classes, (n,), generator=g)) for _ in range(k)]
-        test = (torch.randn(64, *cfg.input_shape, generator=g), torch.randint(0, cfg.num_classes, (64,), generator=g))
-        data = FederatedDataset.from_tensors(clients, test, name="bench-synthetic", num_classes=cfg.num_classes)
-        lrs = (cfg.lr, cfg.lr / 2)
-        self.exps = [Experiment(algorithm="fedavg", dataset=data, model=cfg.model, num_clients=None,
-                                clients_per_round=k, rounds=rounds, local_steps=cfg.local_steps,
-                                batch_size=cfg.batch_size, lr=lrs[i % 2], seed=i // 2, eval_every=1,
-                                eval_train_samples=64, device=str(device)) for i in range(runs)]
-        self.alone_executor = None
-
-    @property
-    def sample_gradients(self) -> int:
-        return self.runs * self.rounds * self.cfg.sample_gradients_per_round
-
-    def time_once(self, method: str) -> float:
-        from . import batched
-        from .experiment import run
-
-        gc.collect()
-        _sync(self.device)
-        t0 = time.perf_counter()
-        if method == "batched":
-            batched.run_group(self.exps)
-        else:
-            for e in self.exps:
-                self.alone_executor = run(e).execution.get("executor")
-        _sync(self.device)
-        return time.perf_counter() - t0
-
 
 def measure_runs(cfg: Config, device, runs: int, rounds: int, repeats: int, warmup: int, log=None) -> dict:
     w = RunsWorkload(cfg, device, runs, rounds)
@@ -403,7 +211,7 @@ def measure_round_overhead(w: "RunsWorkload") -> float:
     broadcast, to the first ``on_client``, right after local training): wall time per run-round minus the
     executor's."""
     from . import engine
-    from .experiment import run
+    from .plan import run
 
     class Clock(engine.Observer):
         executor = 0.0
@@ -508,7 +316,7 @@ def evaluate_targets(device_type: str, summaries: list[dict]) -> list[dict]:
     return out
 
 
-def run_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None = None, device: str = "auto",
+def run_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None = None, device: str | None = None,
               clients: int = 10, batch_size: int = 64, local_steps: int | None = None, repeats: int | None = None,
               warmup: int | None = None, threads: int | None = None, seed: int = 0, quick: bool = False,
               runs: int = 6, profile: str | None = None, log=None) -> dict:

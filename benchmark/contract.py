@@ -26,8 +26,9 @@ import algorithms
 from algorithms.core import hyper, make_hyper, plugins
 from algorithms.core.hyper import HyperparameterError
 
-from . import batched, store
-from .experiment import Experiment, config_hash, run
+from . import batched, plan, store
+from .experiment import Experiment, config_hash
+from .plan import run
 from .federated_dataset import FederatedDataset
 
 
@@ -163,8 +164,8 @@ def _digits(**kw):
 
 
 def check_group(exps):
-    """``batched.run_group(exps)`` equals each run alone (records, histories, models)."""
-    grouped = batched.run_group(exps)
+    """``plan.run_group(exps)`` equals each run alone (records, histories, models)."""
+    grouped = plan.run_group(exps)
     for e, g in zip(exps, grouped):
         alone = run(e)
         assert g.config_hash == alone.config_hash == e.config_hash()

@@ -1,6 +1,6 @@
 """Cost model: FLOPs per sample-gradient, the rule behind ``executor="auto"``, and suite cost estimates.
 
-The executor rule (``choose_executor``) is backed by ``fedrepro bench`` measurements (results/perf/README.md):
+The executor rule (``choose_executor``, applied by ``benchmark.plan`` only) is backed by ``fedrepro bench`` measurements (results/perf/README.md):
 the vectorized executor pays the per-step Python/dispatch overhead once for all clients of a round, the
 sequential one once per client, but on a CPU vmap makes the arithmetic itself slower (the stacked
 activations of all clients leave the caches, and batched convolutions lose their best kernels). So
@@ -14,7 +14,7 @@ vectorize (a GPU needs the batched work; the GPU issue measures it). The choice 
 model, the batch and the device, never on timings, so the same experiment always takes the same path
 (and the same seed gives bit-identical histories).
 
-Suite estimates (``estimate_cell``, ``estimate_suite``) count sample-gradients (the training work:
+Suite estimates (``estimate_cell``, ``estimate_group``; ``benchmark.plan.estimate``) count sample-gradients (the training work:
 rounds x sampled clients x samples per local round) and evaluation forwards, and turn them into
 seconds with a ``CostModel`` fitted to the newest ``fedrepro bench`` JSON for this device in
 ``results/perf/``: per-step overhead and seconds per FLOP of each executor, and the rest of a round.
@@ -232,9 +232,14 @@ def _generated_sizes(dataset: str, dataset_args: str, num_clients: int | None) -
 
 def dataset_shape(exp) -> dict:
     """Train size, test size, input shape, classes and natural clients of ``exp``'s dataset, without
-    reading files for the real datasets."""
+    reading files for the real datasets (a dataset object: its own tensors)."""
     from . import datasets
+    from .federated_dataset import FederatedDataset
 
+    if isinstance(exp.dataset, FederatedDataset):
+        d = exp.dataset
+        return {"train": len(d.y_train), "test": len(d.y_test), "input_shape": tuple(d.input_shape),
+                "classes": d.output_dim, "natural_clients": len(d.clients) if d.natural_clients else None}
     name, _ = datasets._resolve(exp.dataset) if isinstance(exp.dataset, str) else (None, {})
     args = dict(exp.dataset_args)
     if name in KNOWN_SIZES:
@@ -247,6 +252,8 @@ def dataset_shape(exp) -> dict:
                                                                exp.num_clients)
     if args.get("train_subset"):
         n_tr = min(n_tr, int(args["train_subset"]))
+    elif args.get("validation") and name in KNOWN_SIZES:  # held out of the training data
+        n_tr = max(1, n_tr - int(args["validation"]))
     return {"train": n_tr, "test": n_te, "input_shape": shape, "classes": classes, "natural_clients": natural}
 
 
@@ -268,38 +275,19 @@ def cell_work(exp) -> dict:
             "clients_per_round": k, "steps": float(steps), "batch": float(b), **ds}
 
 
-def estimate_cell(exp, device_type: str, model: CostModel | None, vectorizable: bool = True) -> dict:
-    """Work and estimated seconds of one experiment run alone (``seconds`` None without a cost model)."""
+def estimate_cell(exp, device_type: str, model: CostModel | None, executor: str) -> dict:
+    """Work and estimated seconds of one experiment run alone with ``executor`` (the planner's choice,
+    ``benchmark.plan``); ``seconds`` None without a cost model."""
     work = cell_work(exp)
     name = exp.model if isinstance(exp.model, str) else None
     f = model_flops(name, tuple(work["input_shape"]), work["classes"],
                     json.dumps(dict(exp.model_args), sort_keys=True)) if name else 0.0
-    choice = choose_executor(exp.executor, device_type, vectorizable, f, work["batch"])
-    out = {**work, "flops_per_sample": f, "executor": choice.executor, "seconds": None}
+    out = {**work, "flops_per_sample": f, "executor": executor, "device": device_type, "seconds": None}
     if model is not None and name is not None:
-        per_round = model.round_seconds(choice.executor, work["clients_per_round"], work["steps"], work["batch"], f)
+        per_round = model.round_seconds(executor, work["clients_per_round"], work["steps"], work["batch"], f)
         evaluation = work["eval_forwards"] * f * model.sec_per_flop["sequential"] * FORWARD_FRACTION
         out["seconds"] = exp.rounds * (per_round + model.round_overhead) + evaluation
     return out
-
-
-def estimate_suite(suite, device_type: str, model: CostModel | None, cells=None) -> dict:
-    """Totals over ``cells`` (default: all of the suite's cells), one cell after another."""
-    import algorithms
-
-    cells = suite.cells if cells is None else cells
-    total_sg = total_s = 0.0
-    unknown = 0
-    for c in cells:
-        e = c.experiment
-        est = estimate_cell(e, device_type, model, algorithms.get_class(e.algorithm).vectorizable)
-        total_sg += est["sample_gradients"]
-        if est["seconds"] is None:
-            unknown += 1
-        else:
-            total_s += est["seconds"]
-    return {"cells": len(cells), "sample_gradients": total_sg, "seconds": None if unknown else total_s,
-            "unknown_cells": unknown}
 
 
 def human_seconds(s: float | None) -> str:
@@ -318,29 +306,15 @@ def human_count(x: float) -> str:
     return f"{x:.2g}" if x >= 1e4 else f"{x:.0f}"
 
 
-def device_type_of(name: str | None) -> str:
-    """The device type a run with ``--device name`` (None / auto: CUDA when present) would use."""
-    if name and name != "auto":
-        return str(name).split(":")[0]
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:  # pragma: no cover
-        return "cpu"
-
-
 __all__ = ["choose_executor", "ExecutorChoice", "flops_per_sample", "model_flops", "latest_bench",
-           "cost_model_from_bench", "CostModel", "estimate_cell", "estimate_suite", "cell_work"]
+           "cost_model_from_bench", "CostModel", "estimate_cell", "estimate_group", "cell_work"]
 
 
-def estimate_group(exps: list, device_type: str, model: CostModel | None) -> dict:
+def estimate_group(exps: list, device_type: str, model: CostModel | None, executor: str) -> dict:
     """Work and seconds of ``exps`` run as one batched job (vectorized over all their clients); one
-    experiment: ``estimate_cell``."""
-    import algorithms
-
+    experiment: ``estimate_cell`` with ``executor``."""
     first = exps[0]
-    alone = estimate_cell(first, device_type, model, algorithms.get_class(first.algorithm).vectorizable)
+    alone = estimate_cell(first, device_type, model, executor)
     if len(exps) == 1:
         return alone
     works = [cell_work(e) for e in exps]

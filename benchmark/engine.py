@@ -1,15 +1,19 @@
 """The round loop (DESIGN.md): sample, broadcast, local update, aggregate, evaluate, account bits.
 
-Every caller runs federated training through :func:`simulate`: the benchmark (``experiment.run``, suites,
-the CLI), and the theory checks. Callers watch a run through observers, never by patching an algorithm.
+Every run goes through :func:`run_rounds`: a job (``benchmark.plan``) of one run or of a batched group,
+the benchmark's runs, suites, tuning, ``fedrepro bench`` and the theory checks. Callers watch a run
+through observers, never by patching an algorithm.
 
 Contract
 --------
-``simulate(alg, fmodel, data, parts, cfg, executor=..., optimizer=..., observers=(), init=None)``
-runs ``cfg.rounds`` rounds and returns a :class:`LoopResult`. ``init`` (a flat vector in the model's
-layout) replaces the model's seeded initial parameters. The per-run state lives in one
-:class:`RunState`; a round is :func:`run_round`, built from small steps (:func:`sample_clients`,
-:func:`client_jobs`, :func:`round_lr`, the executor, :func:`aggregate`, :func:`evaluate`).
+:func:`start` builds a run's :class:`RunState` (initial parameters, or ``init``, a flat vector in the
+model's layout; server state; buffers). ``run_rounds(runs, executor, hypers, observers)`` trains runs
+that share an algorithm, a model and the training tensors in lockstep: each round every unfinished run
+prepares its own round (:func:`begin_round`: its sampling, schedules, RNG keys, client states and
+downlink), ONE executor call trains all their clients (:func:`local_training`: a ``vmap`` over every
+(run, client) pair, or clients one after another), then each run aggregates, evaluates and records on
+its own (:func:`end_round`). It yields ``(i, LoopResult)`` as soon as run i finishes (all rounds, or
+diverged). A run alone is a job of one; its history equals the same run's in a batched job.
 
 An observer is any object with some of these methods (subclass :class:`Observer` for no-op defaults);
 each receives the :class:`RunState` and an event, and must not modify what it is given:
@@ -20,14 +24,14 @@ each receives the :class:`RunState` and an event, and must not modify what it is
   local training and before aggregation: its uplink ``Message`` (this client's slice), its new client
   state, its mean local loss, and its diagnostics (below);
 * ``on_step(run, LocalStep)``: after every local step of every client (loss, the gradients the step
-  took, the carry), only for observers with ``steps = True``; the engine then runs the sequential
-  executor (plain tensors per client) and says so in ``LoopResult.executor``;
+  took, the carry), only for observers with ``steps = True``; they need the sequential executor
+  (``benchmark.plan`` chooses it and says so);
 * ``on_round_end(run, RoundEnd)``: after aggregation and evaluation: the server state before and
   after, the ``RoundInfo``, the aggregation weights, the evaluated model and the history entry;
 * ``on_end(run, LoopResult)``.
 
 Diagnostics. An algorithm sends a diagnostic from ``local_update`` with
-``algorithms.base.diagnose(ctx, name, value)`` (``value`` a tensor or a zero-argument callable, so
+``algorithms.core.diagnose(ctx, name, value)`` (``value`` a tensor or a zero-argument callable, so
 nothing is computed when nobody listens). When an observer has ``diagnostics = True`` both executors
 collect them: per client, ``name -> tensor`` with one row per call, in call order (a name recorded
 once has a leading axis of length 1). Values recorded inside ``ctx.loop`` at a step the vectorized
@@ -37,9 +41,14 @@ executors give the same diagnostics on every real step, to float tolerance.
 
 Observers change no number: a run with observers has the same history as one without (tested).
 
+Divergence (the one rule): a run is "diverged" when its parameters or a loss are not finite, or when
+its training loss exceeds ``divergence_factor`` (default :data:`DIVERGENCE_FACTOR`) times the training
+loss of its initial model on the same samples (:func:`loss_growth`); the run stops there.
+
 Randomness, all derived from the experiment seed:
 * client sampling: uniform without replacement, ``np.random.default_rng([seed, 1])`` across rounds;
-* minibatch order: ``np.random.default_rng([seed, 2, round, client])`` per client and round;
+* minibatch order: ``executors.minibatch_rng`` = ``np.random.default_rng([seed, 2, round, client])``;
+* training-loss samples: ``np.random.default_rng([seed, 3])``;
 * algorithm noise (stochastic quantizers, ...): ``CounterRng`` keyed by (seed, round, client);
 * model initialisation: ``torch.manual_seed(seed)`` before the model is built (in ``experiment``).
 """
@@ -57,6 +66,11 @@ from algorithms.core import Algorithm, Message, RoundInfo, tree_map
 
 from . import executors as ex
 from .federated_dataset import FederatedDataset
+
+
+#: the divergence rule beyond NaN (``Experiment.divergence_factor``, module docstring): 100 = two orders of
+#: magnitude worse than the untrained model (the 0.1.0 matrix's worst finite run, bifl on digits, reached 54x)
+DIVERGENCE_FACTOR = 100.0
 
 
 @dataclass(frozen=True)
@@ -196,7 +210,6 @@ class RunState:
     data: FederatedDataset
     parts: list[np.ndarray]
     cfg: LoopConfig
-    runner: Any  # the executor
     optimizer: Any
     clients_per_round: int
     sizes: np.ndarray  # |D_i| per client
@@ -241,7 +254,7 @@ def loss_growth(train_loss: float, initial: float | None, factor: float | None) 
 
 
 def start(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
-          cfg: LoopConfig, executor: str, optimizer, init: torch.Tensor | None = None) -> RunState:
+          cfg: LoopConfig, optimizer, init: torch.Tensor | None = None) -> RunState:
     """The state before round 0: initial parameters (``init`` or the module's), server state, buffers."""
     alg.check_optimizer(alg.hp, optimizer)  # before any training: a local optimizer the algorithm has no rule for
     dev = data.x_train.device
@@ -249,8 +262,6 @@ def start(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, pa
     k = n_clients if cfg.clients_per_round is None else cfg.clients_per_round
     if not 1 <= k <= n_clients:
         raise ValueError(f"clients_per_round must be in [1, {n_clients}], got {k}")
-    if not alg.vectorizable and executor == "vectorized":
-        executor = "sequential"
     module_params = torch.nn.utils.parameters_to_vector(fmodel.module.parameters()).detach()
     if init is None:
         params0 = module_params.to(dev)
@@ -262,7 +273,7 @@ def start(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, pa
     if cfg.eval_train_samples is not None and len(train_idx) > cfg.eval_train_samples:
         train_idx = np.random.default_rng([cfg.seed, 3]).choice(train_idx, cfg.eval_train_samples,
                                                                  replace=False)
-    run = RunState(alg, fmodel, data, parts, cfg, ex.get(executor), optimizer, k,
+    run = RunState(alg, fmodel, data, parts, cfg, optimizer, k,
                    np.array([len(p) for p in parts]), params0, alg.init(params0),
                    {n: b.to(dev) for n, b in fmodel.initial_buffers().items()},
                    sample_rng=np.random.default_rng([cfg.seed, 1]),
@@ -288,7 +299,7 @@ def client_jobs(run: RunState, r: int, ids: np.ndarray) -> list[ex.ClientJob]:
     for cid in ids.tolist():
         if cid not in run.client_states:
             run.client_states[cid] = run.alg.client_init(run.params0)
-        sch = ex.client_schedule(run.parts[cid], np.random.default_rng([cfg.seed, 2, r, cid]),
+        sch = ex.client_schedule(run.parts[cid], ex.minibatch_rng(cfg.seed, r, cid),
                                  cfg.local_epochs, cfg.local_steps, cfg.batch_size)
         jobs.append(ex.ClientJob(cid, sch, run.client_states[cid], int(run.sizes[cid])))
     return jobs
@@ -384,30 +395,30 @@ def end_round(run: RunState, plan: RoundPlan, out: ex.RoundOutput, observers: Se
     return entry
 
 
-def run_round(run: RunState, observers: Sequence = ()) -> dict:
-    """One round: sample, broadcast, local updates, aggregate, evaluate (:func:`begin_round`, the
-    executor, :func:`end_round`). Returns the history entry; ``run.status`` says if the run diverged."""
-    plan = begin_round(run, observers)
-    out = run.runner.run(run.alg, run.fmodel, run.data.x_train, run.data.y_train, plan.downlink, plan.jobs,
-                         run.buffers, run.optimizer, plan.lr, run.cfg.seed, plan.round, record=plan.record,
-                         on_step=_step_hook(run, plan.round, observers))
-    return end_round(run, plan, out, observers)
+def local_training(runs: Sequence[RunState], plans: Sequence[RoundPlan], executor, hypers: Sequence[dict],
+                   observers: Sequence[Sequence]) -> list[ex.RoundOutput]:
+    """ONE executor call for the prepared round of every run: ``executor.run(RoundInputs)``. ``hypers[i]``:
+    run i's values of the numeric hyperparameters that differ across a batched job; the local updates
+    run ``runs[0].alg`` with them."""
+    first = runs[0]
+    shares = [ex.RunRound(p.downlink, p.jobs, run.buffers, p.lr, run.cfg.seed, dict(h), _step_hook(run, p.round, o))
+              for run, p, h, o in zip(runs, plans, hypers, observers)]
+    return executor.run(ex.RoundInputs(first.alg, first.fmodel, first.data.x_train, first.data.y_train,
+                                       first.optimizer, plans[0].round, shares, any(p.record for p in plans)))
 
 
 def running(run: RunState) -> bool:
     return run.round < run.cfg.rounds and run.status == "ok"
 
 
-def run_rounds_batched(runs: Sequence[RunState], hypers: Sequence[dict], observers: Sequence[Sequence] = ()):
-    """Runs that share an algorithm, model and data shapes, in lockstep: each round, every unfinished
-    run prepares its own round, ONE ``vmap`` trains all their clients (``VectorizedExecutor.run_many``),
-    then each run aggregates, evaluates and records on its own. ``hypers[i]``: run i's values of the
-    numeric hyperparameters that differ across the group (``benchmark.batched``); the local updates
-    run ``runs[0].alg`` with them. Yields ``(i, LoopResult)`` as soon as run i finishes (all rounds, or
-    diverged)."""
-    observers = list(observers) or [()] * len(runs)
-    first = runs[0]
-    vec = ex.VectorizedExecutor()
+def run_rounds(runs: Sequence[RunState], executor: str, hypers: Sequence[dict] | None = None,
+               observers: Sequence[Sequence] | None = None):
+    """THE round loop (module docstring): ``runs`` in lockstep, one ``executor`` call per round for all of
+    them. ``hypers[i]``: run i's differing numeric hyperparameters (none for a run alone); ``observers[i]``:
+    run i's observers. Yields ``(i, LoopResult)`` as soon as run i finishes (all rounds, or diverged)."""
+    hypers = list(hypers) if hypers is not None else [{}] * len(runs)
+    observers = list(observers) if observers is not None else [()] * len(runs)
+    runner = ex.get(executor)
     for i, run in enumerate(runs):
         _emit(observers[i], "on_start", run)
     done = [False] * len(runs)
@@ -416,52 +427,18 @@ def run_rounds_batched(runs: Sequence[RunState], hypers: Sequence[dict], observe
         for i, run in enumerate(runs):
             if not done[i] and i not in active:
                 done[i] = True
-                result = finish(run)
+                result = finish(run, runner.name)
                 _emit(observers[i], "on_end", run, result)
                 yield i, result
         if not active:
             return
-        plans = {i: begin_round(runs[i], observers[i]) for i in active}
-        shares = [ex.RunRound(plans[i].downlink, plans[i].jobs, runs[i].buffers, plans[i].lr, runs[i].cfg.seed,
-                              dict(hypers[i])) for i in active]
-        outs = vec.run_many(first.alg, first.fmodel, first.data.x_train, first.data.y_train, shares,
-                            first.optimizer, plans[active[0]].round, record=any(p.record for p in plans.values()))
-        for i, out in zip(active, outs):
-            end_round(runs[i], plans[i], out, observers[i])
+        plans = [begin_round(runs[i], observers[i]) for i in active]
+        outs = local_training([runs[i] for i in active], plans, runner, [hypers[i] for i in active],
+                              [observers[i] for i in active])
+        for i, plan, out in zip(active, plans, outs):
+            end_round(runs[i], plan, out, observers[i])
 
 
-def finish(run: RunState) -> LoopResult:
+def finish(run: RunState, executor: str) -> LoopResult:
     return LoopResult(run.history, run.status, run.server, run.alg.global_params(run.server), run.buffers,
-                      run.runner.name, run.message)
-
-
-def simulate(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
-             cfg: LoopConfig, *, executor: str = "vectorized", optimizer=None, observers: Sequence = (),
-             init: torch.Tensor | None = None) -> LoopResult:
-    """Run ``cfg.rounds`` rounds of ``alg`` (stopping early if the run diverges), telling ``observers``.
-
-    ``optimizer``: the local optimizer (``algorithms.optim``; default plain SGD). ``executor``:
-    "sequential" or "vectorized" (an observer with ``steps = True`` forces "sequential"; an algorithm
-    that is not vectorizable runs sequentially).
-    """
-    if optimizer is None:
-        from algorithms.core import optim
-
-        optimizer = optim.make("sgd")
-    if any(getattr(o, "steps", False) for o in observers):
-        executor = "sequential"
-    run = start(alg, fmodel, data, parts, cfg, executor, optimizer, init)
-    _emit(observers, "on_start", run)
-    while run.round < cfg.rounds and run.status == "ok":
-        run_round(run, observers)
-    result = finish(run)
-    _emit(observers, "on_end", run, result)
-    return result
-
-
-def train(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
-          cfg: LoopConfig, executor: str, optimizer, progress: Callable[[int, dict], None] | None = None
-          ) -> LoopResult:
-    """The former entry point: :func:`simulate` with an optional ``progress(round, entry)`` callback."""
-    return simulate(alg, fmodel, data, parts, cfg, executor=executor, optimizer=optimizer,
-                    observers=[Progress(progress)] if progress is not None else ())
+                      executor, run.message)

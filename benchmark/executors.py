@@ -1,40 +1,44 @@
 """How local updates run: the sequential reference and the vectorized executor (torch.func.vmap).
 
-Both build the same ``ClientContext`` for each client: batches are index gathers into the training
-tensors, gradients come from ``torch.func`` on a functional copy of the model, randomness from a
-counter-based ``CounterRng`` keyed by (seed, round, client). The vectorized executor stacks the
-sampled clients and runs ``Algorithm.local_update`` once under ``torch.func.vmap``; clients with fewer
-local steps are masked (a masked step leaves every carried tensor unchanged), and partial batches are
-padded with zero-weight samples. Hence both executors give the same numbers up to float rounding.
+An executor gets one round of one job as a :class:`RoundInputs` (the algorithm, the model, the training
+tensors, the optimizer, the round, and each run's :class:`RunRound`: downlink, sampled clients, buffers,
+learning rate, seed, batched hyperparameters) and returns a :class:`RoundOutput` per run.
 
-Normalisation layers: BatchNorm runs in training mode on batch statistics; its running statistics
-are buffers threaded through the local loop by the context (never seen by algorithms), updated with
-the module's momentum, masked like any carried tensor, and averaged by the engine with the
-aggregation weights. Padding rows (vectorized executor, partial batches only) are copies of real rows
-with weight 0: they enter neither the loss nor BatchNorm's batch statistics (BatchNorm is replaced, in
-the training copy of the model, by a sample-weighted BatchNorm with the same parameters; in rounds
-without padding it runs the fused ``F.batch_norm`` kernel instead, about 5x cheaper on a CPU).
+Both executors build the same ``ClientContext`` for each client: batches are index gathers into the training
+tensors, gradients come from ``torch.func`` on a functional copy of the model (``benchmark.functional``),
+randomness from a counter-based ``CounterRng`` keyed by (seed, round, client). The vectorized executor
+stacks the sampled clients (of every run of the job) and runs ``Algorithm.local_update`` once under
+``torch.func.vmap``; clients with fewer local steps are masked (a masked step leaves every carried tensor
+unchanged), and partial batches are padded with zero-weight samples. Hence both executors give the same
+numbers up to float rounding. Nothing is stored on a shared object during a step: what a forward needs
+(sample weights, dropout streams) is passed to it and what it measures (BatchNorm statistics) returned.
+
+Normalisation layers: BatchNorm runs in training mode on batch statistics; its running statistics are
+buffers threaded through the local loop by the context (never seen by algorithms), updated with the
+module's momentum, masked like any carried tensor, and averaged by the engine with the aggregation
+weights. Padding rows (vectorized executor, partial batches only) are copies of real rows with weight 0:
+they enter neither the loss nor BatchNorm's batch statistics.
 """
 from __future__ import annotations
 
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch.func import functional_call, grad_and_value, vmap
+from torch.func import grad_and_value, vmap
 
-from algorithms.core import (Algorithm, CounterRng, Message, ParamLayout, splitmix64, stack_trees,
-                             tree_map, unstack_tree)
+from algorithms.core import Algorithm, CounterRng, Message, splitmix64, stack_trees, tree_map, unstack_tree
+
+from .functional import Batch, FunctionalModel  # noqa: F401 (re-exported: the executors' model)
 
 EXECUTORS = ("sequential", "vectorized")
 
 
-
-# Batched runs' hyperparameters (benchmark.batched): a run's numeric hyperparameters as 0-d tensors
+# --------------------------------------------------------------------------------------------------
+# Batched runs' hyperparameters (a batched job): a run's numeric hyperparameters as 0-d tensors
 
 
 def _tensor_hyper(hp, values: dict):
@@ -54,189 +58,6 @@ def batched_local_update(alg, ctx, downlink: Message, client_state, hyper: dict)
     return alg.local_update(ctx, downlink, client_state)
 
 
-class Batch(NamedTuple):
-    x: torch.Tensor
-    y: torch.Tensor
-    w: torch.Tensor  # sample weights: 1 for real samples, 0 for padding
-
-
-# --------------------------------------------------------------------------------------------------
-# The functional model shared by both executors
-
-
-class _WeightedBatchNorm(torch.nn.Module):
-    """BatchNorm in training mode whose batch statistics weight each sample (padding has weight 0).
-
-    Same parameters (``weight``, ``bias``) and the same arithmetic as ``F.batch_norm(training=True)``;
-    the batch mean and unbiased variance are recorded for the running statistics.
-    """
-
-    def __init__(self, bn: torch.nn.modules.batchnorm._BatchNorm, owner: "FunctionalModel"):
-        super().__init__()
-        self.eps, self.momentum, self.affine = bn.eps, bn.momentum, bn.affine
-        if bn.affine:
-            self.weight = torch.nn.Parameter(bn.weight.detach().clone())
-            self.bias = torch.nn.Parameter(bn.bias.detach().clone())
-        self._owner = [owner]  # a list: not registered as a submodule
-
-    def forward(self, x):
-        owner = self._owner[0]
-        dims = [0] + list(range(2, x.dim()))
-        per_channel = x.shape[0] * (math.prod(x.shape[2:]) if x.dim() > 2 else 1)
-        if not owner.weighted and per_channel > 1:  # all weights 1: the fused kernel, same arithmetic
-            if owner.recording:
-                var, mean = torch.var_mean(x.detach(), dim=dims, correction=1)
-                owner._captured.append((mean, var))
-            return F.batch_norm(x, None, None, self.weight if self.affine else None,
-                                self.bias if self.affine else None, True, 0.0, self.eps)
-        shape = [x.shape[0]] + [1] * (x.dim() - 1)
-        w = owner.sample_weights.reshape(shape).to(x.dtype)
-        per_sample = math.prod(x.shape[2:]) if x.dim() > 2 else 1
-        cnt = owner.sample_weights.sum() * per_sample
-        mean = (w * x).sum(dim=dims) / cnt
-        cshape = [1, -1] + [1] * (x.dim() - 2)
-        xc = x - mean.reshape(cshape)
-        var = (w * xc * xc).sum(dim=dims) / cnt
-        if owner.recording:
-            owner._captured.append((mean.detach(), (var * cnt / (cnt - 1).clamp(min=1)).detach()))
-        y = xc * torch.rsqrt(var.reshape(cshape) + self.eps)
-        if self.affine:
-            y = y * self.weight.reshape(cshape) + self.bias.reshape(cshape)
-        return y
-
-
-class _CounterDropout(torch.nn.Module):
-    """Dropout whose mask comes from the client's counter-based RNG (same masks in both executors)."""
-
-    def __init__(self, p: float, owner: "FunctionalModel"):
-        super().__init__()
-        self.p = p
-        self._owner = [owner]
-
-    def forward(self, x):
-        rng = self._owner[0].rng
-        if rng is None or self.p == 0:
-            return x
-        keep = (rng.uniform(x.shape) >= self.p).to(x.dtype)
-        return x * keep / (1 - self.p)
-
-
-class FunctionalModel:
-    """Runs a module from a flat parameter vector, with BatchNorm statistics as explicit buffers."""
-
-    def __init__(self, module: torch.nn.Module, task: str):
-        self.module = module
-        self.task = task
-        self.layout = ParamLayout.from_module(module)
-        self.train_module = copy.deepcopy(module).train()
-        self.sample_weights: torch.Tensor | None = None
-        self.rng = None  # set per step by the client context (dropout masks)
-        self.loss = getattr(module, "fedrepro_loss", "default")  # e.g. "squared_hinge" for BHerd's SVM
-        if self.loss not in ("default", "squared_hinge"):
-            raise ValueError(f"unknown model loss {self.loss!r}")
-        self._captured: list = []
-        self.recording = True  # False during reference forwards (no BatchNorm statistics recorded)
-        # True when some batch may hold zero-weight padding rows (vectorized rounds with partial
-        # batches): BatchNorm then weights its statistics; executors set it per round
-        self.weighted = True
-        self._stages: list | None = None
-        self.bn_names, self._bn = [], []
-        for name, mod in list(self.train_module.named_modules()):
-            if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm) and mod.track_running_stats:
-                if mod.momentum is None:
-                    raise ValueError("BatchNorm with momentum=None (cumulative average) is not supported")
-                self.bn_names.append(name)
-                self._bn.append(mod)
-                parent = self.train_module.get_submodule(name.rpartition(".")[0]) if "." in name \
-                    else self.train_module
-                setattr(parent, name.rpartition(".")[2], _WeightedBatchNorm(mod, self))
-            elif isinstance(mod, torch.nn.Dropout):
-                parent = self.train_module.get_submodule(name.rpartition(".")[0]) if "." in name \
-                    else self.train_module
-                setattr(parent, name.rpartition(".")[2], _CounterDropout(mod.p, self))
-            elif isinstance(mod, torch.nn.modules.dropout._DropoutNd):
-                raise ValueError(f"{type(mod).__name__} is not supported by the executors; use nn.Dropout")
-        self.eval_module = copy.deepcopy(module).eval()
-
-    def initial_buffers(self) -> dict[str, torch.Tensor]:
-        out = {}
-        for name, mod in self.module.named_modules():
-            if name in self.bn_names:
-                out[f"{name}.running_mean"] = mod.running_mean.detach().clone()
-                out[f"{name}.running_var"] = mod.running_var.detach().clone()
-        return out
-
-    def forward_train(self, flat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Training-mode forward; BatchNorm uses ``self.sample_weights`` (set per batch)."""
-        if self.sample_weights is None or self.sample_weights.shape[0] != x.shape[0]:
-            self.sample_weights = torch.ones(x.shape[0], device=x.device)
-        return functional_call(self.train_module, self.layout.unflatten(flat), (x,))
-
-    def stage_modules(self) -> list:
-        """The training copy of the model as a chain of stages (``benchmark.models.stages``)."""
-        if self._stages is None:
-            from .models import stages
-            mods = stages(self.train_module)
-            self._stages = [(m, [n for n, _ in m.named_parameters()]) for m in mods]
-        return self._stages
-
-    def forward_stages(self, flat: torch.Tensor, x: torch.Tensor, start: int = 0) -> list[torch.Tensor]:
-        """Training-mode forward through stages ``start, start+1, ...``: the output of each."""
-        mods = self.stage_modules()
-        if not 0 <= start < len(mods):
-            raise ValueError(f"start stage {start} out of range: the model has {len(mods)} stages")
-        if self.sample_weights is None or self.sample_weights.shape[0] != x.shape[0]:
-            self.sample_weights = torch.ones(x.shape[0], device=x.device)
-        params = self.layout.unflatten(flat)
-        outs, h = [], x
-        for mod, names in mods[start:]:
-            h = functional_call(mod, {n: params[n] for n in names}, (h,))
-            outs.append(h)
-        return outs
-
-    def updated_buffers(self, buffers: dict, captured: list) -> dict:
-        new = dict(buffers)
-        for name, mod, (mean, var) in zip(self.bn_names, self._bn, captured):
-            m = mod.momentum
-            new[f"{name}.running_mean"] = (1 - m) * buffers[f"{name}.running_mean"] + m * mean
-            new[f"{name}.running_var"] = (1 - m) * buffers[f"{name}.running_var"] + m * var
-        return new
-
-    def criterion(self, out: torch.Tensor, batch: Batch) -> torch.Tensor:
-        w = batch.w
-        if self.loss == "squared_hinge":  # labels {0, 1} -> {-1, +1}; 0.5 * max(0, 1 - y s)^2
-            per = 0.5 * torch.clamp(1 - (2.0 * batch.y - 1) * out.reshape(-1), min=0) ** 2
-        elif self.task == "classification":
-            per = F.cross_entropy(out, batch.y, reduction="none")
-        else:
-            y = batch.y if batch.y.dim() == out.dim() else batch.y.reshape(out.shape)
-            per = F.mse_loss(out, y, reduction="none")
-            per = per.reshape(per.shape[0], -1).mean(dim=1)
-        return (per * w).sum() / w.sum()
-
-    @torch.no_grad()
-    def evaluate(self, flat: torch.Tensor, buffers: dict, x: torch.Tensor, y: torch.Tensor,
-                 batch_size: int = 4096) -> tuple[float, float]:
-        """(mean loss, accuracy or None) of the model at ``flat`` on (x, y), in eval mode."""
-        state = dict(self.layout.unflatten(flat))
-        state.update(buffers)
-        total, correct, n = 0.0, 0, len(x)
-        for i in range(0, n, batch_size):
-            out = functional_call(self.eval_module, state, (x[i:i + batch_size],))
-            yb = y[i:i + batch_size]
-            if self.loss == "squared_hinge":
-                s_ = out.reshape(-1)
-                total += (0.5 * torch.clamp(1 - (2.0 * yb - 1) * s_, min=0) ** 2).sum().item()
-                correct += ((s_ > 0).long() == yb).sum().item()
-            elif self.task == "classification":
-                total += F.cross_entropy(out, yb, reduction="sum").item()
-                correct += (out.argmax(1) == yb).sum().item()
-            else:
-                yb = yb if yb.dim() == out.dim() else yb.reshape(out.shape)
-                total += F.mse_loss(out, yb, reduction="none").reshape(len(yb), -1).mean(1).sum().item()
-        return total / max(n, 1), (correct / max(n, 1) if self.task == "classification" else None)
-
-
 # --------------------------------------------------------------------------------------------------
 # Per-client schedules of minibatches
 
@@ -251,6 +72,12 @@ class Schedule:
     @property
     def steps(self) -> int:
         return int(self.idx.shape[0])
+
+
+def minibatch_rng(seed: int, round_: int, client_id: int) -> np.random.Generator:
+    """The minibatch order of one client in one round: ``default_rng([seed, 2, round, client])`` (the one
+    source of this rule: the engine, and the claims that recompute a round's minibatches, use it)."""
+    return np.random.default_rng([seed, 2, round_, client_id])
 
 
 def client_schedule(indices: np.ndarray, rng: np.random.Generator, local_epochs: int | None,
@@ -290,6 +117,7 @@ def client_schedule(indices: np.ndarray, rng: np.random.Generator, local_epochs:
 # The context an algorithm sees
 
 
+
 class ModelFn:
     """What an objective passed to ``ClientContext.value_and_grad`` receives as ``model_fn``.
 
@@ -301,60 +129,86 @@ class ModelFn:
     ``start = 0``): BatchNorm normalises with the batch's statistics but records nothing, and dropout
     is off. Gradients flow through ``h`` (FedMLB's hybrid paths), and through ``flat`` only if the
     objective differentiates with respect to it.
+
+    One is made for each gradient: it holds that call's sample weights, rng and weighting, and keeps
+    the statistics of its training forward (``stats``) and how many it ran (``forwards``).
     """
 
-    def __init__(self, fmodel: FunctionalModel, rng):
-        self._fm, self._rng = fmodel, rng
+    def __init__(self, fmodel: FunctionalModel, w: torch.Tensor, rng, weighted: bool, buffers: dict):
+        self._fm, self._w, self._rng, self._weighted, self._buffers = fmodel, w, rng, weighted, buffers
+        self.stats: dict = {}
+        self.forwards = 0
 
     def __call__(self, flat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return self._fm.forward_train(flat, x)
+        out, stats = self._fm.forward_train(flat, x, self._w, self._rng, self._weighted, self._buffers)
+        self._count(stats)
+        return out
 
     @property
     def num_stages(self) -> int:
         return len(self._fm.stage_modules())
 
     def stages(self, flat: torch.Tensor, x: torch.Tensor) -> list[torch.Tensor]:
-        return self._fm.forward_stages(flat, x)
+        outs, stats = self._fm.forward_stages(flat, x, 0, self._w, self._rng, self._weighted, self._buffers)
+        self._count(stats)
+        return outs
 
     def reference(self, flat: torch.Tensor, h: torch.Tensor, start: int = 0) -> list[torch.Tensor]:
-        fm = self._fm
-        fm.recording, fm.rng = False, None
-        try:
-            return fm.forward_stages(flat, h, start)
-        finally:
-            fm.recording, fm.rng = True, self._rng
+        return self._fm.forward_stages(flat, h, start, self._w, None, self._weighted, train=False)[0]
+
+    def _count(self, stats: dict) -> None:
+        self.forwards += 1
+        self.stats = stats
+
+
+@dataclass(frozen=True)
+class LocalSetup:
+    """What every client of a round shares (closed over by ``vmap``, never batched)."""
+
+    fmodel: FunctionalModel
+    x: torch.Tensor  # the training inputs, gathered by index
+    y: torch.Tensor
+    optimizer: Any
+    round: int
+    record: bool = False  # collect diagnostics (algorithms.core.diagnose)
+    weighted: bool = True  # some batch may hold zero-weight padding rows: BatchNorm weights its statistics
+    trim_padding: bool = False  # sequential: a partial batch is cut to its real rows
+
+
+@dataclass(frozen=True)
+class ClientShare:
+    """One client's part of a round (under ``vmap`` every tensor has the client axis)."""
+
+    idx: torch.Tensor  # (steps, B) sample indices
+    w: torch.Tensor  # (steps, B) sample weights, 0 for padding
+    active: torch.Tensor | None  # (steps,) bool, None when every step is real
+    rng_key: torch.Tensor  # the counter-based rng's key (seed, round, client)
+    steps: torch.Tensor  # this client's own number of local steps (tau_i)
+    num_samples: torch.Tensor  # |D_i| (float)
+    client_id: torch.Tensor
+    buffers: dict  # BatchNorm buffers at the start of the round
+    lr: Any  # the round's learning rate (a float, or a 0-d tensor per client of a batched job)
 
 
 class ClientContext:
-    """Implements ``algorithms.base.LocalContext`` for one client (or, under vmap, for each client)."""
+    """Implements ``algorithms.core.LocalContext`` for one client (or, under vmap, for each client)."""
 
-    def __init__(self, fmodel: FunctionalModel, data_x: torch.Tensor, data_y: torch.Tensor,
-                 idx: torch.Tensor, w: torch.Tensor, active: torch.Tensor | None, buffers: dict,
-                 rng_key: torch.Tensor, optimizer, lr: float, steps: torch.Tensor,
-                 num_samples: torch.Tensor, client_id: torch.Tensor, round_: int, record: bool = False,
-                 step_hook: Callable | None = None):
-        self.fmodel = fmodel
-        self.layout = fmodel.layout
-        self._x, self._y = data_x, data_y
-        self._idx, self._w = idx, w
-        self._active = active  # (num_steps,) bool, or None when every step is real
-        self.buffers = buffers
-        self.rng = CounterRng(rng_key)
-        self.optimizer = optimizer
-        self.lr = lr
-        self.num_steps = int(idx.shape[0])
-        self.steps = steps
-        self.num_samples = num_samples
-        self.client_id = client_id
-        self.round = round_
-        self.trim_padding = False
-        self.loss_sum = torch.zeros((), device=data_x.device)
-        # diagnostics (algorithms.base.diagnose): name -> values in call order, when an observer asks
-        self.diagnosing = record
+    def __init__(self, setup: LocalSetup, client: ClientShare, step_hook: Callable | None = None):
+        self.setup, self.fmodel, self.layout = setup, setup.fmodel, setup.fmodel.layout
+        self._idx, self._w, self._active = client.idx, client.w, client.active
+        self.buffers = client.buffers
+        self.rng = CounterRng(client.rng_key)
+        self.optimizer, self.lr, self.round = setup.optimizer, client.lr, setup.round
+        self.num_steps = int(client.idx.shape[0])
+        self.steps, self.num_samples, self.client_id = client.steps, client.num_samples, client.client_id
+        self.loss_sum = torch.zeros((), device=setup.x.device)
+        # diagnostics (algorithms.core.diagnose): name -> values in call order, when an observer asks
+        self.diagnosing = setup.record
         self._records: dict[str, list] = {}
         self._step: int | None = None  # the local step being run by ``loop``
         self._step_hook = step_hook  # (s, loss, grads, carry) after every local step (sequential only)
         self._step_grads: list | None = None
+        self._step_loss = None
 
     # -- diagnostics --
     def record(self, name: str, value) -> None:
@@ -376,10 +230,10 @@ class ClientContext:
     # -- data --
     def batch(self, s: int) -> Batch:
         i, w = self._idx[s], self._w[s]
-        if self.trim_padding:  # sequential: a partial batch is just shorter (padding sits at the end)
+        if self.setup.trim_padding:  # sequential: a partial batch is just shorter (padding sits at the end)
             n = int(w.sum().item())
             i, w = i[:n], w[:n]
-        return Batch(self._x[i], self._y[i], w)
+        return Batch(self.setup.x[i], self.setup.y[i], w)
 
     def criterion(self, out, batch):
         return self.fmodel.criterion(out, batch)
@@ -390,22 +244,21 @@ class ClientContext:
         unless ``update_stats`` is False (auxiliary gradients, e.g. at another point)."""
         fm = self.fmodel
 
-        def wrapped(a):
-            fm._captured = []
-            fm.sample_weights = batch.w
-            fm.rng = self.rng
-            loss = f(a, ModelFn(fm, self.rng), batch)
-            return loss, list(fm._captured)
+        fns = []  # this call's model_fn (a local: nothing of the call is kept on a shared object)
 
-        g, (loss, captured) = grad_and_value(wrapped, has_aux=True)(args)
+        def wrapped(a):
+            fns.append(ModelFn(fm, batch.w, self.rng, self.setup.weighted, self.buffers))
+            return f(a, fns[0], batch), fns[0].stats
+
+        g, (loss, stats) = grad_and_value(wrapped, has_aux=True)(args)
+        forwards = fns[0].forwards
         if self._step_grads is not None:
             self._step_grads.append(g)
-        if len(captured) not in (0, len(fm.bn_names)):
-            raise RuntimeError(f"the objective ran {len(captured) // max(len(fm.bn_names), 1)} training "
-                               "forwards on one batch; run one (model_fn or model_fn.stages) and use "
-                               "model_fn.reference for frozen models")
-        if captured and update_stats:
-            self.buffers = fm.updated_buffers(self.buffers, captured)
+        if fm.bn_names and forwards > 1:
+            raise RuntimeError(f"the objective ran {forwards} training forwards on one batch; run one (model_fn "
+                               "or model_fn.stages) and use model_fn.reference for frozen models")
+        if stats and update_stats:
+            self.buffers = fm.updated_buffers(self.buffers, stats)
         self._step_loss = loss.detach()
         return loss, g
 
@@ -414,8 +267,11 @@ class ClientContext:
                                    update_stats)
 
     def eval_loss(self, params: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """The loss at ``params`` on ``batch`` (BatchNorm on batch statistics, nothing recorded, no dropout)."""
         with torch.no_grad():
-            out = self.fmodel.forward_train(params, batch.x)
+            out = self.fmodel.forward_stages(params, batch.x, 0, batch.w, None, self.setup.weighted,
+                                             train=False)[0][-1] if self.fmodel.has_dropout else \
+                self.fmodel.reference_forward(params, batch.x, batch.w, self.setup.weighted)
             return self.criterion(out, batch)
 
     # -- the local loop --
@@ -463,6 +319,37 @@ class RoundOutput:
     diagnostics: list[dict] = field(default_factory=list)  # per client, when recorded (else empty)
 
 
+@dataclass
+class RunRound:
+    """One run's share of a round: its downlink, sampled clients, BatchNorm buffers, learning rate, seed,
+    the numeric hyperparameters that differ across a batched job (``benchmark.batched.tensor_fields``;
+    name -> this run's value), and ``on_step(client_id, s, loss, grads, carry)`` after every local step
+    (sequential executor only)."""
+
+    downlink: Message
+    jobs: list[ClientJob]
+    buffers: dict
+    lr: float
+    seed: int
+    hyper: dict = field(default_factory=dict)
+    on_step: Callable | None = None
+
+
+@dataclass(frozen=True)
+class RoundInputs:
+    """Everything an executor needs for one round of one job (one run, or a batched group of runs that
+    share an algorithm, a model and the training tensors)."""
+
+    alg: Algorithm  # the first run's: local updates take each run's differing hyperparameters
+    fmodel: FunctionalModel
+    x: torch.Tensor
+    y: torch.Tensor
+    optimizer: Any
+    round: int
+    runs: Sequence[RunRound]
+    record: bool = False  # collect diagnostics
+
+
 def _rng_key(seed: int, round_: int, client_id: int, device) -> torch.Tensor:
     k = torch.tensor([seed, round_, client_id], dtype=torch.int64, device=device)
     z = splitmix64(k[0])
@@ -471,49 +358,36 @@ def _rng_key(seed: int, round_: int, client_id: int, device) -> torch.Tensor:
 
 
 class SequentialExecutor:
-    """The readable reference: clients one after another."""
+    """The readable reference: clients one after another (the runs of a job one after another)."""
 
     name = "sequential"
 
-    def run(self, alg: Algorithm, fmodel: FunctionalModel, x, y, downlink: Message, jobs: list[ClientJob],
-            buffers: dict, optimizer, lr: float, seed: int, round_: int, *, record: bool = False,
-            on_step: Callable | None = None) -> RoundOutput:
-        """``record``: collect diagnostics; ``on_step(client_id, s, loss, grads, carry)`` after every local step."""
+    def run(self, inputs: RoundInputs) -> list[RoundOutput]:
+        setup = LocalSetup(inputs.fmodel, inputs.x, inputs.y, inputs.optimizer, inputs.round, inputs.record,
+                           weighted=False, trim_padding=True)  # trimmed batches hold real samples only
+        return [self._run_one(inputs, setup, share) for share in inputs.runs]
+
+    def _run_one(self, inputs: RoundInputs, setup: LocalSetup, share: RunRound) -> RoundOutput:
         ups, states, bufs, losses, diags = [], [], [], [], []
-        dev = x.device
-        for job in jobs:
+        dev = inputs.x.device
+        for job in share.jobs:
             sch = job.schedule
-            hook = None if on_step is None else (
-                lambda s, loss, grads, carry, cid=job.client_id: on_step(cid, s, loss, grads, carry))
-            ctx = ClientContext(fmodel, x, y, sch.idx.to(dev), sch.w.to(dev), None, dict(buffers),
-                                _rng_key(seed, round_, job.client_id, dev), optimizer, lr,
-                                torch.tensor(sch.steps, device=dev),
-                                torch.tensor(float(job.num_samples), device=dev),
-                                torch.tensor(job.client_id, device=dev), round_, record, hook)
-            ctx.trim_padding = True
-            fmodel.weighted = False  # trimmed batches hold real samples only
-            up, st = alg.local_update(ctx, downlink, job.state)
+            hook = None if share.on_step is None else (
+                lambda s, loss, grads, carry, cid=job.client_id: share.on_step(cid, s, loss, grads, carry))
+            client = ClientShare(sch.idx.to(dev), sch.w.to(dev), None,
+                                 _rng_key(share.seed, inputs.round, job.client_id, dev),
+                                 torch.tensor(sch.steps, device=dev), torch.tensor(float(job.num_samples), device=dev),
+                                 torch.tensor(job.client_id, device=dev), dict(share.buffers), share.lr)
+            ctx = ClientContext(setup, client, hook)
+            up, st = batched_local_update(inputs.alg, ctx, share.downlink, job.state,
+                                          {k: torch.tensor(float(v)) for k, v in share.hyper.items()})
             ups.append(up)
             states.append(st)
             bufs.append(ctx.buffers)
             losses.append(float(ctx.loss_sum) / max(sch.steps, 1))
-            if record:
+            if setup.record:
                 diags.append(ctx.diagnostics())
         return RoundOutput(stack_trees(ups), states, bufs, losses, diags)
-
-
-@dataclass
-class RunRound:
-    """One run's share of a batched round (``VectorizedExecutor.run_many``): its downlink, sampled
-    clients, BatchNorm buffers, learning rate, seed, and the numeric hyperparameters that differ across
-    the group (``benchmark.batched.tensor_fields``; name -> this run's value)."""
-
-    downlink: Message
-    jobs: list[ClientJob]
-    buffers: dict
-    lr: float
-    seed: int
-    hyper: dict = field(default_factory=dict)
 
 
 def _pad_schedules(jobs: list[ClientJob]):
@@ -536,77 +410,71 @@ def _pad_schedules(jobs: list[ClientJob]):
 
 
 class VectorizedExecutor:
-    """All sampled clients at once: ``vmap`` over a leading client axis (DESIGN.md, Performance).
-
-    ``run_many`` does the same for the clients of several runs at once (batched runs,
-    ``benchmark.batched``): one ``vmap`` over every (run, client) pair, each pair with its run's
-    downlink, buffers, learning rate, RNG keys and differing hyperparameters. ``run`` is its one-run
-    case. What every run shares stays unbatched (a Python float learning rate, a downlink closed over),
-    so a run alone computes exactly as before.
-    """
+    """All sampled clients at once: ``vmap`` over a leading axis of (run, client) pairs (DESIGN.md,
+    Performance), each pair with its run's downlink, buffers, learning rate, RNG keys and differing
+    hyperparameters. What every run shares stays unbatched (a Python float learning rate, a downlink
+    closed over), so a run alone computes exactly as a job of one."""
 
     name = "vectorized"
 
-    def run(self, alg: Algorithm, fmodel: FunctionalModel, x, y, downlink: Message, jobs: list[ClientJob],
-            buffers: dict, optimizer, lr: float, seed: int, round_: int, *, record: bool = False,
-            on_step: Callable | None = None) -> RoundOutput:
-        if on_step is not None:
+    def run(self, inputs: RoundInputs) -> list[RoundOutput]:
+        runs, dev = inputs.runs, inputs.x.device
+        if any(r.on_step is not None for r in runs):
             raise ValueError("per-step observation needs the sequential executor")
-        return self.run_many(alg, fmodel, x, y, [RunRound(downlink, jobs, buffers, lr, seed)], optimizer,
-                             round_, record=record)[0]
-
-    def run_many(self, alg: Algorithm, fmodel: FunctionalModel, x, y, runs: list[RunRound], optimizer,
-                 round_: int, *, record: bool = False) -> list[RoundOutput]:
-        dev = x.device
         jobs = [j for r in runs for j in r.jobs]
-        k = len(jobs)
         sizes = [len(r.jobs) for r in runs]
         idx, w, active = _pad_schedules(jobs)
-        keys = torch.stack([_rng_key(r.seed, round_, j.client_id, dev) for r in runs for j in r.jobs])
-        steps = torch.tensor([j.schedule.steps for j in jobs], device=dev)
-        nsamp = torch.tensor([float(j.num_samples) for j in jobs], device=dev)
-        cids = torch.tensor([j.client_id for j in jobs], device=dev)
-        states = stack_trees([j.state for j in jobs]) if jobs[0].state else {}
-        bufs = {n: torch.cat([r.buffers[n].unsqueeze(0).expand(len(r.jobs), *t.shape) for r in runs])
-                for n, t in runs[0].buffers.items()}
         needs_mask = bool((~active).any())
-        fmodel.weighted = bool(((w == 0) & active.unsqueeze(-1)).any())
+        setup = LocalSetup(inputs.fmodel, inputs.x, inputs.y, inputs.optimizer, inputs.round, inputs.record,
+                           weighted=bool(((w == 0) & active.unsqueeze(-1)).any()))
+        clients = {"idx": idx.to(dev), "w": w.to(dev), "active": active.to(dev),
+                   "rng_key": torch.stack([_rng_key(r.seed, inputs.round, j.client_id, dev) for r in runs for j in r.jobs]),
+                   "steps": torch.tensor([j.schedule.steps for j in jobs], device=dev),
+                   "num_samples": torch.tensor([float(j.num_samples) for j in jobs], device=dev),
+                   "client_id": torch.tensor([j.client_id for j in jobs], device=dev),
+                   "buffers": {n: torch.cat([r.buffers[n].unsqueeze(0).expand(len(r.jobs), *t.shape) for r in runs])
+                               for n, t in runs[0].buffers.items()}}
+        states = stack_trees([j.state for j in jobs]) if jobs[0].state else {}
 
         def per_pair(values):  # one value per run -> a (pairs,) tensor
             return torch.tensor([float(v) for v, n in zip(values, sizes) for _ in range(n)],
                                 dtype=torch.float32, device=dev)
 
-        shared_lr = len({r.lr for r in runs}) == 1
-        lr_arg = None if shared_lr else per_pair([r.lr for r in runs])
+        lr_arg = None if len({r.lr for r in runs}) == 1 else per_pair([r.lr for r in runs])
         hyper = {f: per_pair([r.hyper[f] for r in runs]) for f in (runs[0].hyper if len(runs) > 1 else {})}
-        if len(runs) == 1:
-            down_arg = None
-        else:
+        down_arg = None
+        if len(runs) > 1:
             pair_run = torch.tensor([i for i, n in enumerate(sizes) for _ in range(n)], device=dev)
             down_arg = tree_map(lambda t: t[pair_run], stack_trees([r.downlink for r in runs]))
 
-        def one(idx_i, w_i, act_i, buf_i, key_i, steps_i, n_i, cid_i, state_i, lr_i, down_i, hyper_i):
-            lr_v = runs[0].lr if lr_i is None else lr_i
+        def one(c, state_i, lr_i, down_i, hyper_i):
+            share = ClientShare(c["idx"], c["w"], c["active"] if needs_mask else None, c["rng_key"], c["steps"],
+                                c["num_samples"], c["client_id"], c["buffers"], runs[0].lr if lr_i is None else lr_i)
+            ctx = ClientContext(setup, share)
             down = runs[0].downlink if down_i is None else down_i
-            ctx = ClientContext(fmodel, x, y, idx_i, w_i, act_i if needs_mask else None, buf_i, key_i,
-                                optimizer, lr_v, steps_i, n_i, cid_i, round_, record)
-            up, st = batched_local_update(alg, ctx, down, state_i, hyper_i)
+            up, st = batched_local_update(inputs.alg, ctx, down, state_i, hyper_i)
             return up, st, ctx.buffers, ctx.loss_sum, ctx.diagnostics()
 
-        in_dims = (0,) * 9 + (None if lr_arg is None else 0, None if down_arg is None else 0, 0)
-        up, st, nb, loss, diag = vmap(one, in_dims=in_dims)(
-            idx.to(dev), w.to(dev), active.to(dev), bufs, keys, steps, nsamp, cids, states, lr_arg, down_arg, hyper)
-        new_states = unstack_tree(st, k) if jobs[0].state else [{} for _ in jobs]
-        new_bufs = unstack_tree(nb, k) if nb else [{} for _ in jobs]
-        new_diag = unstack_tree(diag, k) if diag else []
-        losses = (loss / steps.clamp(min=1)).tolist()
-        outs, a = [], 0
-        for n in sizes:
-            ups = up if len(runs) == 1 else tree_map(lambda t, a=a, n=n: t[a:a + n], up)
-            outs.append(RoundOutput(ups, new_states[a:a + n], new_bufs[a:a + n], losses[a:a + n],
-                                    new_diag[a:a + n] if new_diag else []))
-            a += n
-        return outs
+        in_dims = (0, 0, None if lr_arg is None else 0, None if down_arg is None else 0, 0)
+        out = vmap(one, in_dims=in_dims)(clients, states, lr_arg, down_arg, hyper)
+        return _split(out, jobs, sizes, clients["steps"], len(runs) == 1)
+
+
+def _split(out, jobs: list[ClientJob], sizes: list[int], steps: torch.Tensor, alone: bool) -> list[RoundOutput]:
+    """The vmapped results, one ``RoundOutput`` per run (in the order of the (run, client) pairs)."""
+    up, st, nb, loss, diag = out
+    k = len(jobs)
+    new_states = unstack_tree(st, k) if jobs[0].state else [{} for _ in jobs]
+    new_bufs = unstack_tree(nb, k) if nb else [{} for _ in jobs]
+    new_diag = unstack_tree(diag, k) if diag else []
+    losses = (loss / steps.clamp(min=1)).tolist()
+    outs, a = [], 0
+    for n in sizes:
+        ups = up if alone else tree_map(lambda t, a=a, n=n: t[a:a + n], up)
+        outs.append(RoundOutput(ups, new_states[a:a + n], new_bufs[a:a + n], losses[a:a + n],
+                                new_diag[a:a + n] if new_diag else []))
+        a += n
+    return outs
 
 
 def get(name: str):

@@ -1,4 +1,8 @@
-"""The Python API: ``run(Experiment(...)) -> RunResult``, and the JSON run record of DESIGN.md."""
+"""The hashed *what* of one run (``Experiment``), what a run is built from, and its JSON record (DESIGN.md).
+
+How a run is executed (device, executor, threads, batched groups) is decided by ``benchmark.plan``, which
+also runs it: ``benchmark.run(Experiment(...)) -> RunResult``.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -7,10 +11,9 @@ import json
 import os
 import platform
 import subprocess
-import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -18,7 +21,7 @@ import torch
 import algorithms
 from algorithms.core import optim, plugins
 
-from . import cost, engine, store
+from . import engine, store
 from . import executors as ex
 from .federated_dataset import FederatedDataset
 
@@ -28,10 +31,8 @@ RECORD_SCHEMA = 1
 DICT_FIELDS = ("algorithm_args", "dataset_args", "model_args")
 # fields that say how a run is executed, not what is computed: left out of the config hash
 _HOW_FIELDS = ("executor", "executor_used", "device", "data_root", "download")
-# The divergence rule beyond NaN (``Experiment.divergence_factor``): a run whose training loss exceeds this
-# factor times the initial model's training loss is recorded as "diverged". 100 = two orders of magnitude
-# worse than the untrained model (the 0.1.0 matrix's worst finite run, bifl on digits, reached 54x).
-DIVERGENCE_FACTOR = 100.0
+# the divergence rule beyond NaN (``Experiment.divergence_factor``): ``benchmark.engine``, its one source
+DIVERGENCE_FACTOR = engine.DIVERGENCE_FACTOR
 # fields added after results were published, with the value they had implicitly before: at that value they
 # are left out of the config hash, so existing cells keep their names (the record's config still shows them)
 _HASH_NEUTRAL_DEFAULTS = {"divergence_factor": DIVERGENCE_FACTOR}
@@ -64,8 +65,8 @@ class Experiment:
     eval_train_samples: int | None = 10000  # the training objective is measured on this many samples
     # training loss > divergence_factor x the initial model's training loss = "diverged" (None: NaN/inf only)
     divergence_factor: float | None = DIVERGENCE_FACTOR
-    executor: str = "auto"  # auto (benchmark.cost.choose_executor) | sequential | vectorized
-    device: str = "auto"  # auto | cpu | cuda
+    executor: str = "auto"  # auto (benchmark.plan decides) | sequential | vectorized
+    device: str = "auto"  # auto (benchmark.plan decides) | cpu | cuda
     data_root: str | None = None
     download: bool = False
 
@@ -217,69 +218,6 @@ def environment(device: torch.device) -> dict:
     return env
 
 
-@dataclass(frozen=True)
-class Threads:
-    """torch's intra-op threads for a run, and the rule that chose them (stated in the run record)."""
-
-    n: int
-    rule: str
-
-
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def machine_load() -> float | None:
-    """The 1-minute load average (None where the OS has none)."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except (AttributeError, OSError):
-        return None
-
-
-def choose_threads(workers: int = 1, cpus: int | None = None, load: float | None = None) -> Threads:
-    """Threads for each of ``workers`` processes: the free cores (CPUs minus the 1-minute load average,
-    at least 1) shared out, at least one each. With ``workers <= cpus`` (the runner's rule) the threads of
-    all workers never exceed the cores: oversubscribed torch threads spin against each other (the smoke
-    suite on a 2-core machine at load average ~10: 3 min 54 s with torch's default 2 threads, 24 s with 1;
-    the same numbers)."""
-    cpus = cpus or usable_cpus()
-    load = machine_load() if load is None else load
-    free = cpus if load is None else max(1, min(cpus, int(cpus - load + 0.5)))
-    n = max(1, free // max(1, workers))
-    return Threads(n, f"{n} = {free} free of {cpus} CPUs (1-min load {load}) / {workers} worker(s)")
-
-
-def load_warning(cpus: int | None = None, load: float | None = None) -> str | None:
-    """A warning when other processes already keep every core busy, else None."""
-    cpus = cpus or usable_cpus()
-    load = machine_load() if load is None else load
-    if load is None or load <= cpus:
-        return None
-    return (f"load average {load} on {cpus} CPUs: other processes compete for the cores, so runs get fewer "
-            f"torch threads and take longer than on an idle machine (wall times in the records show it)")
-
-
-def _use_threads(threads: Threads | int | None) -> str | None:
-    if threads is None:
-        return None
-    if isinstance(threads, int):
-        threads = Threads(threads, f"{threads} (asked for)")
-    torch.set_num_threads(threads.n)
-    return threads.rule
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("device cuda was asked for but torch sees no CUDA device; use --device cpu")
-    return torch.device(name)
-
-
 # --------------------------------------------------------------------------------------------------
 # Running
 
@@ -412,9 +350,16 @@ def final_metrics(history: list[dict], wall: float) -> dict:
     return out
 
 
+def chance_level(rec: dict) -> float:
+    """The accuracy of guessing: 1 / the number of classes of the run's training labels (its partition
+    statistics), 0.0 when unknown (regression). The one source of this rule (diverged runs count at it)."""
+    k = (rec.get("partition") or {}).get("statistics", {}).get("num_classes")
+    return 1.0 / k if k else 0.0
+
+
 @dataclass
 class Prepared:
-    """What a run is made of, built from an ``Experiment`` exactly as ``run`` builds it."""
+    """What a run is made of, built from an ``Experiment`` on a device (``benchmark.plan.execute``)."""
 
     data: FederatedDataset
     parts: list[np.ndarray]
@@ -424,17 +369,16 @@ class Prepared:
     alg: Any
     cfg: engine.LoopConfig
     optimizer: Any
-    executor: str
     device: torch.device
-    execution: dict = field(default_factory=dict)  # the executor choice and its reason (benchmark.cost)
     initial_model: dict = field(default_factory=dict)  # {"fingerprint": ...} of the seeded initial model
 
 
-def prepare(exp: Experiment, data: FederatedDataset | None = None) -> Prepared:
-    """Validate ``exp`` and build its data, partition, model, algorithm, loop settings and optimizer.
-    ``data``: the dataset already loaded on the device (batched runs share one copy)."""
+def prepare(exp: Experiment, device: torch.device | str, data: FederatedDataset | None = None) -> Prepared:
+    """Validate ``exp`` and build its data, partition, model, algorithm, loop settings and optimizer on
+    ``device`` (resolved by ``benchmark.plan``). ``data``: the dataset already loaded on the device (the
+    runs of a batched job share one copy)."""
     exp.validate()
-    device = resolve_device(exp.device)
+    device = torch.device(device)
     data = load_dataset(exp, device) if data is None else data
     parts, part_info = make_partition(exp, data)
     k = exp.clients_per_round
@@ -447,47 +391,8 @@ def prepare(exp: Experiment, data: FederatedDataset | None = None) -> Prepared:
         raise ValueError(f"model {exp.model!r} is a binary squared-hinge SVM: it needs a dataset with 2 classes "
                          f"(labels 0/1), but {data.name!r} has {data.num_classes}")
     alg = algorithms.make(exp.algorithm, fmodel.layout, len(parts), exp.algorithm_args)
-    choice = choose_executor(exp, fmodel, data, parts, alg.vectorizable, device)
     opt = optim.make(exp.optimizer, exp.momentum, exp.weight_decay)
-    return Prepared(data, parts, part_info, module, fmodel, alg, exp.loop_config(), opt, choice.executor, device,
-                    choice.record(), initial)
-
-
-def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False, *,
-        observers: Sequence = (), init: torch.Tensor | None = None,
-        threads: Threads | int | None = None) -> RunResult:
-    """Run one experiment and return its result (history, final metrics, model, provenance).
-
-    ``observers`` watch the run (``benchmark.engine``; they change no number). ``init``: a flat initial
-    parameter vector replacing the seeded initialisation (its fingerprint enters the config and its hash).
-    ``threads``: torch's intra-op threads for the run (``choose_threads()`` picks them from the free
-    cores); None leaves torch's setting as it is.
-    """
-    threads_rule = _use_threads(threads)
-    t0 = time.perf_counter()
-    p = prepare(exp)
-    callback, bar = None, None
-    if progress is True:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=exp.rounds, desc=f"{exp.algorithm} on {p.data.name}", unit="round", leave=False,
-                   disable=None)  # no bar when stderr is not a terminal
-
-        def callback(r, entry):
-            bar.update(1)
-            if entry["test_accuracy"] is not None:
-                bar.set_postfix(acc=f"{entry['test_accuracy']:.4f}")
-    elif callable(progress):
-        callback = progress
-    watch = list(observers) + ([engine.Progress(callback)] if callback is not None else [])
-    try:
-        out = engine.simulate(p.alg, p.fmodel, p.data, p.parts, p.cfg, executor=p.executor, optimizer=p.optimizer,
-                              observers=watch, init=init)
-    finally:
-        if bar is not None:
-            bar.close()
-    return make_result(exp, p, out, time.perf_counter() - t0, {**p.execution, "executor": out.executor}, init,
-                       threads_rule)
+    return Prepared(data, parts, part_info, module, fmodel, alg, exp.loop_config(), opt, device, initial)
 
 
 def make_result(exp: Experiment, p: Prepared, out: engine.LoopResult, wall: float, execution: dict,
@@ -510,12 +415,3 @@ def make_result(exp: Experiment, p: Prepared, out: engine.LoopResult, wall: floa
                      out.history, {**final_metrics(out.history, wall), "num_params": p.fmodel.layout.size},
                      out.status, out.message, module.eval(), execution,
                      {"fingerprint": config["init_fingerprint"]} if init is not None else p.initial_model)
-
-
-def choose_executor(exp: Experiment, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list,
-                    vectorizable: bool, device: torch.device) -> cost.ExecutorChoice:
-    """The executor ``exp`` runs with: its own, or for ``auto`` the rule of ``benchmark.cost``."""
-    sizes = np.array([len(p) for p in parts], dtype=np.float64)
-    batch = float(np.mean(sizes if exp.batch_size is None else np.minimum(sizes, exp.batch_size)))
-    flops = cost.flops_per_sample(fmodel.module, data.input_shape) if exp.executor == "auto" else 0.0
-    return cost.choose_executor(exp.executor, device.type, vectorizable, flops, batch)

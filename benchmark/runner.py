@@ -13,16 +13,17 @@ aside and its cell runs again (``store``); torch threads fit the free cores (``c
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
 import time
 import traceback
+from collections import Counter
 from pathlib import Path
 
-from . import lifeline, store
-from .experiment import Experiment, Threads, choose_threads, code_version, config_hash, usable_cpus
+from . import cost, lifeline, plan, store
+from .experiment import Experiment, code_version, config_hash
+from .plan import BACKENDS, Job, Threads, choose_threads, usable_cpus
 # suite files are parsed in benchmark.suite; these names stay importable from here for callers not yet moved
 from .suite import (Cell, Reference, Suite, SuiteError, load_suite, select_cells,  # noqa: F401
                     suite_names, suite_path)
@@ -39,13 +40,13 @@ def results_dir(results_root: str | os.PathLike, suite: str, version: str | None
     return Path(results_root) / suite / (version or code_version()["package"])
 
 
-def compute_cell(exp: Experiment, threads: Threads | int | None = None) -> dict:
-    """Run one cell and return its record; a failure is recorded, never raised."""
-    from .experiment import run
-
+def compute_cell(job: Job) -> dict:
+    """Run a job of one cell and return its record; a failure is recorded, never raised."""
+    exp = job.experiments[0]
     t0 = time.perf_counter()
     try:
-        rec = json.loads(run(exp, threads=threads).to_json(indent=None))
+        [(_, res)] = list(plan.execute(job))
+        rec = json.loads(res.to_json(indent=None))
     except Exception as e:  # noqa: BLE001 - a failing cell is a result, and the suite goes on
         rec = failed_record(exp, e, time.perf_counter() - t0)
     assert rec["config_hash"] == exp.config_hash(), "config hash changed while running"
@@ -68,9 +69,25 @@ def save_cell(out_dir: str | os.PathLike, rec: dict) -> dict:
             "metric": rec["final"].get("test_accuracy"), "path": str(path), "rescued": why}
 
 
-def run_cell(exp: Experiment, out_dir: str, threads: Threads | int | None = None) -> dict:
-    """Run one cell and write its record; a failure is recorded, never raised. Returns a summary."""
-    return save_cell(out_dir, compute_cell(exp, threads))
+def run_job(job: Job, out_dir: str):
+    """Run a job, writing each run's record as soon as that run finishes; yield each summary. A batched job
+    that fails as a whole runs its unfinished cells one by one (each failure recorded)."""
+    if len(job) == 1:
+        yield save_cell(out_dir, compute_cell(job))
+        return
+    finished = set()
+    try:
+        for i, res in plan.execute(job):
+            rec = json.loads(res.to_json(indent=None))
+            assert rec["config_hash"] == job.experiments[i].config_hash(), "config hash changed while running"
+            finished.add(i)
+            yield save_cell(out_dir, rec)
+    except Exception as e:  # noqa: BLE001 - fall back to the cells one by one, which record their failures
+        print(f"fedrepro: a batched job of {len(job)} {job.experiments[0].algorithm} cells failed "
+              f"({type(e).__name__}: {e}); running its unfinished cells one by one", file=sys.stderr)
+        for i, single in enumerate(plan.split(job)):
+            if i not in finished:
+                yield save_cell(out_dir, compute_cell(single))
 
 
 def pending(exps: list[Experiment], out_dir: Path) -> tuple[list[Experiment], int]:
@@ -84,9 +101,6 @@ def pending(exps: list[Experiment], out_dir: Path) -> tuple[list[Experiment], in
             todo.append(e)
         seen.add(h)
     return todo, len(seen) - len(todo)
-
-
-BACKENDS = ("local", "process", "ray")
 
 
 def check_jobs(jobs) -> int | None:
@@ -121,27 +135,24 @@ def process_plan(jobs: int | str | None, cells: int) -> tuple[int, Threads, str 
 
 def run_suite(suite: Suite, backend: str = "local", jobs: int | str | None = None, results_root: str = "results",
               address: str | None = None, progress: bool = True, device: str | None = None,
-              executor: str | None = None, group_runs: int | None = 1) -> dict:
-    """Run every unfinished cell of ``suite``; return counts by status.
-
-    The results folder is checked writable before any work (``store.StoreError`` otherwise).
-    ``group_runs``: batch up to that many cells into one vectorized job (``benchmark.batched``; None:
-    chosen per kind of cell from the device; 1: every cell alone). Batched jobs run in this process;
-    the cells left alone go to ``backend``.
-    """
-    _check_how(suite, device, executor)
-    exps = _with_how([c.experiment for c in suite.cells], device, executor)
-    return run_experiments(exps, results_dir(results_root, suite.name), backend, jobs, address, progress,
-                           f"suite {suite.name}", group_runs=group_runs, device=device)
+              executor: str | None = None, group_runs: int | None = None) -> dict:
+    """Run every unfinished cell of ``suite``; return counts by status (``run_experiments``)."""
+    return run_experiments([c.experiment for c in suite.cells], results_dir(results_root, suite.name), backend,
+                           jobs, address, progress, f"suite {suite.name}", group_runs=group_runs, device=device,
+                           executor=executor)
 
 
 def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend: str = "local",
                     jobs: int | str | None = None, address: str | None = None, progress: bool = True,
-                    desc: str = "cells", group_runs: int | None = 1, device: str | None = None) -> dict:
-    """Run every experiment in ``exps`` that has no finished record in ``out_dir`` (resumable, as a suite);
-    return counts by status ("skipped" = already finished). Suites, ``fedrepro tune`` and the empirical
-    claims all run their cells through here. Unreadable records are moved aside first (their cells run
-    again); ``group_runs`` and ``device`` as in ``run_suite``."""
+                    desc: str = "cells", group_runs: int | None = None, device: str | None = None,
+                    executor: str | None = None) -> dict:
+    """Run every experiment in ``exps`` that has no finished record in ``out_dir`` (resumable); return counts
+    by status ("skipped" = already finished). Suites, ``fedrepro tune`` and the empirical claims all run their
+    cells through here, as ``benchmark.plan`` plans them: ``device``/``executor`` override the experiments'
+    own, ``group_runs`` bounds the batched jobs (None: the planner's default; 1: every cell alone). The
+    results folder is checked writable and the plan made before any work (``store.StoreError``,
+    ``SuiteError``); unreadable records are moved aside (their cells run again). Batched jobs run in this
+    process, the cells alone go to ``backend``."""
     if backend not in BACKENDS:
         raise SuiteError(f"unknown backend {backend!r}; choose local, process or ray")
     check_jobs(jobs)
@@ -149,6 +160,14 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
     store.check_writable_folder(out_dir, "results folder")
     store.clean_stale_temps(out_dir)
     exps, skipped = pending(exps, out_dir)
+    workers = process_plan(jobs, len(exps))[0] if backend == "process" else 1
+    try:
+        planned = plan.plan(exps, device=device, executor=executor, group_runs=group_runs, backend=backend,
+                            workers=workers)
+    except ValueError as e:
+        raise SuiteError(str(e)) from None
+    for note in grouping_notes(exps) if any(len(j) > 1 for j in planned) else []:
+        print(f"fedrepro: {note}", file=sys.stderr)
     counts = {"skipped": skipped, "ok": 0, "diverged": 0, "failed": 0}
     bar = None
     if progress:
@@ -167,35 +186,18 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
             bar.update(1)
 
     try:
-        if group_runs != 1:
-            exps = run_groups(exps, str(out_dir), group_runs, device, done)
-        if not exps:
-            pass
-        elif backend == "local":
-            threads = choose_threads(1)
-            for e in exps:
-                done(run_cell(e, str(out_dir), threads))
-        elif backend == "process":
-            _run_process(exps, str(out_dir), jobs, done)
-        else:
-            _run_ray(exps, str(out_dir), address, done)
+        alone = [j for j in planned if len(j) == 1]
+        for job in planned if backend == "local" else [j for j in planned if len(j) > 1]:
+            for summary in run_job(job, str(out_dir)):
+                done(summary)
+        if alone and backend == "process":
+            _run_process(alone, str(out_dir), jobs, done)
+        elif alone and backend == "ray":
+            _run_ray(alone, str(out_dir), address, done)
     finally:
         if bar is not None:
             bar.close()
     return counts
-
-
-def _check_how(suite: Suite, device: str | None, executor: str | None) -> None:
-    """--device / --executor are checked once, before any work (not found wrong by every cell)."""
-    from .experiment import resolve_device
-
-    try:
-        dataclasses.replace(suite.cells[0].experiment, **({"device": device} if device else {}),
-                            **({"executor": executor} if executor else {})).validate()
-        if device:
-            resolve_device(device)
-    except ValueError as e:
-        raise SuiteError(str(e)) from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -214,18 +216,18 @@ def _stop_workers(pool) -> None:
             p.kill()
 
 
-def _run_process(exps: list[Experiment], out_dir: str, jobs: int | str | None, done) -> None:
+def _run_process(planned: list[Job], out_dir: str, jobs: int | str | None, done) -> None:
     import concurrent.futures as cf
     import multiprocessing as mp
 
-    workers, threads, note = process_plan(jobs, len(exps))
+    workers, _, note = process_plan(jobs, len(planned))
     if note:
         print(f"fedrepro: {note}", file=sys.stderr)
     # spawn: a worker starts light (benchmark.lifeline arms its death signal), then imports torch
     pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
                                   initializer=lifeline.die_with_parent, initargs=(os.getpid(),))
     try:
-        futures = [pool.submit(compute_cell, e, threads) for e in exps]
+        futures = [pool.submit(compute_cell, j) for j in planned]
         for f in cf.as_completed(futures):
             done(save_cell(out_dir, f.result()))  # the parent writes: no record once it is gone
     except BaseException:
@@ -242,7 +244,7 @@ def _run_process(exps: list[Experiment], out_dir: str, jobs: int | str | None, d
 RAY_TASK_RETRIES = 3  # a task whose worker or node dies runs again on another node, up to this many times
 
 
-def _run_ray(exps: list[Experiment], out_dir: str, address: str | None, done) -> None:
+def _run_ray(planned: list[Job], out_dir: str, address: str | None, done) -> None:
     try:
         import ray
     except ImportError:
@@ -258,8 +260,7 @@ def _run_ray(exps: list[Experiment], out_dir: str, address: str | None, done) ->
         gpus = ray.cluster_resources().get("GPU", 0)
         # several cells share a GPU: each asks for a fraction
         task = ray.remote(num_cpus=1, num_gpus=0.25 if gpus else 0, max_retries=RAY_TASK_RETRIES)(compute_cell)
-        threads = Threads(1, "1: a Ray task holds one CPU")
-        cells = {task.remote(e, threads): e for e in exps}
+        cells = {task.remote(j): j.experiments[0] for j in planned}
         pending = list(cells)
         try:
             while pending:
@@ -286,99 +287,45 @@ def _run_ray(exps: list[Experiment], out_dir: str, address: str | None, done) ->
 
 
 # --------------------------------------------------------------------------------------------------
-# Batched runs and the dry run (issue 14)
-
-
-def _with_how(exps: list[Experiment], device: str | None, executor: str | None) -> list[Experiment]:
-    out = []
-    for e in exps:
-        if device:
-            e = dataclasses.replace(e, device=device)
-        if executor:
-            e = dataclasses.replace(e, executor=executor)
-        out.append(e)
-    return out
+# The dry run
 
 
 def plan_suite(suite: Suite, results_root: str = "results", device: str | None = None,
-               executor: str | None = None, group_runs: int | None = None) -> dict:
-    """What ``run_suite`` would do: the unfinished cells, their batched groups, work and estimated time."""
-    from . import batched, cost
-
+               executor: str | None = None, group_runs: int | None = None, backend: str = "local") -> dict:
+    """What ``run_suite`` would do (``benchmark.plan``): the unfinished cells, their jobs, work and estimated time."""
     out_dir = results_dir(results_root, suite.name)
-    exps, done = pending(_with_how([c.experiment for c in suite.cells], device, executor), out_dir)
-    dev_type = cost.device_type_of(device)
-    groups = batched.plan(exps, group_runs, dev_type) if exps else []
+    exps, done = pending([c.experiment for c in suite.cells], out_dir)
+    try:
+        jobs = plan.plan(exps, device=device, executor=executor, group_runs=group_runs, backend=backend,
+                         threads=None)
+        dev_type = plan.device_type(device)
+    except ValueError as e:
+        raise SuiteError(str(e)) from None
     bench = cost.latest_bench(dev_type)
     model = cost.cost_model_from_bench(bench) if bench else None
     rows: dict[tuple, dict] = {}
-    alone_s: float | None = 0.0
-    for g in groups:
-        ge = [exps[i] for i in g.indices]
-        est = cost.estimate_group(ge, dev_type, model)
-        e = ge[0]
+    reasons: dict[str, Counter] = {"device": Counter(), "executor": Counter()}  # why, and in how many jobs
+    for job in jobs:
+        est = plan.estimate(job, model)
+        e = job.experiments[0]
         key = (e.algorithm, e.dataset if isinstance(e.dataset, str) else "custom",
                e.model if isinstance(e.model, str) else "custom")
         r = rows.setdefault(key, {"cells": 0, "groups": 0, "sample_gradients": 0.0, "seconds": 0.0,
                                   "executor": set(), "reason": set()})
-        r["cells"] += len(ge)
+        r["cells"] += len(job)
         r["groups"] += 1
         r["sample_gradients"] += est["sample_gradients"]
         r["executor"].add(est["executor"])
-        r["reason"].add(g.reason)
+        r["reason"].add(job.reasons["group"])
+        for what in ("device", "executor"):
+            reasons[what][f"{getattr(job, what)}: {job.reasons[what]}"] += 1
         r["seconds"] = None if r["seconds"] is None or est["seconds"] is None else r["seconds"] + est["seconds"]
-        for x in ge:
-            single = cost.estimate_group([x], dev_type, model)["seconds"]
-            alone_s = None if alone_s is None or single is None else alone_s + single
     total = [r["seconds"] for r in rows.values()]
     return {"suite": suite.name, "out_dir": str(out_dir), "cells": len(suite.cells), "done": done,
-            "to_run": len(exps), "jobs": len(groups), "device": dev_type, "rows": rows,
-            "seconds": None if any(t is None for t in total) else sum(total), "seconds_alone": alone_s,
+            "to_run": len(exps), "jobs": len(jobs), "device": dev_type, "rows": rows, "reasons": reasons,
+            "seconds": None if any(t is None for t in total) else sum(total),
+            "seconds_alone": plan.estimate_cells(exps, device, model, executor)["seconds"] if exps else 0.0,
             "bench": bench.get("_path") if bench else None}
-
-
-def run_groups(exps: list[Experiment], out_dir: str, group_runs: int | None, device: str | None, done) -> list:
-    """Run the batched jobs among ``exps`` (``benchmark.batched.plan``), writing each run's record as soon
-    as it finishes; return the experiments left to run alone. What cannot be batched is said once."""
-    from . import batched, cost
-
-    if not exps:
-        return exps
-    for note in grouping_notes(exps):
-        print(f"fedrepro: {note}", file=sys.stderr)
-    groups = batched.plan(exps, group_runs, cost.device_type_of(device))
-    alone = []
-    for g in groups:
-        if len(g.indices) == 1:
-            alone.append(exps[g.indices[0]])
-            continue
-        for summary in run_group_cells([exps[i] for i in g.indices], out_dir):
-            done(summary)
-    return alone
-
-
-def run_group_cells(exps: list[Experiment], out_dir: str):
-    """Run one batched job; write each run's record when that run finishes and yield its summary. If
-    the job fails as a whole, its unfinished cells run one by one (each failure recorded)."""
-    from . import batched
-    from .experiment import _use_threads
-
-    threads = choose_threads(1)
-    finished = set()
-    try:
-        rule = _use_threads(threads)
-        for i, res in batched.iter_group(exps):
-            rec = json.loads(res.to_json(indent=None))
-            rec["environment"]["threads_rule"] = rule
-            assert rec["config_hash"] == exps[i].config_hash(), "config hash changed while running"
-            finished.add(i)
-            yield save_cell(out_dir, rec)
-    except Exception as e:  # noqa: BLE001 - fall back to the cells one by one, which record their failures
-        print(f"fedrepro: a batched job of {len(exps)} {exps[0].algorithm} cells failed ({type(e).__name__}: {e}); "
-              "running its unfinished cells one by one", file=sys.stderr)
-        for i, e in enumerate(exps):
-            if i not in finished:
-                yield run_cell(e, out_dir, threads)
 
 
 def grouping_notes(exps: list[Experiment]) -> list[str]:

@@ -14,7 +14,8 @@ Protocol (``tune``):
    tuning seeds (fresh partitions, initial models and minibatch orders), evaluated on the test set.
 
 Every cell is an ordinary run record in ``out_dir`` (``runner.run_experiments``: resumable, a killed tuning
-resumes where it stopped), and the tuning record (grid, validation scores per point and seed, choice, split)
+resumes where it stopped; planned by ``benchmark.plan``, so the grid points and seeds of an arm whose varied
+values can be batched tensors train as batched jobs), and the tuning record (grid, validation scores per point and seed, choice, split)
 is written atomically to ``out_dir/tuning/<key>.json``. Grid keys are ``Experiment`` fields (``lr``,
 ``momentum``, ``local_steps``...) or hyperparameters of the algorithm (``beta1``, ``mu``...), which go into
 ``algorithm_args``.
@@ -185,14 +186,15 @@ def _records(folder: Path) -> dict[str, dict]:
 
 
 def tune_all(items: list[tuple[Experiment, TuningPlan]], out_dir, backend: str = "local", jobs: int | None = None,
-             progress: bool = True, desc: str = "tuning") -> tuple[list[dict], dict]:
+             progress: bool = True, desc: str = "tuning", group_runs: int | None = None) -> tuple[list[dict], dict]:
     """Steps 1 and 2 of the protocol for several (base, plan) pairs at once: every tuning cell goes to the runner
     in one call (so it can batch grid points, seeds and methods that share shapes), then each pair's selection
     is made and its tuning record written. Returns the tuning records, in the order of ``items``, and the
-    runner's cell counts."""
+    runner's cell counts. ``group_runs``: as in ``runner.run_experiments`` (None: the planner's default)."""
     out_dir = Path(out_dir)
     exps = [e for base, plan in items for _, _, e in tuning_cells(base, plan)]
-    counts = runner.run_experiments(exps, out_dir, backend, jobs, progress=progress, desc=desc)
+    counts = runner.run_experiments(exps, out_dir, backend, jobs, progress=progress, desc=desc,
+                                    group_runs=group_runs)
     recs = _records(out_dir)
     out = []
     for base, plan in items:
@@ -203,15 +205,18 @@ def tune_all(items: list[tuple[Experiment, TuningPlan]], out_dir, backend: str =
 
 
 def tune(base: Experiment, plan: TuningPlan, out_dir, backend: str = "local", jobs: int | None = None,
-         progress: bool = True, run_final: bool = True) -> TuneResult:
-    """Run the tuning cells, select on the validation split, run the final cells (see the module docstring)."""
+         progress: bool = True, run_final: bool = True, group_runs: int | None = None) -> TuneResult:
+    """Run the tuning cells, select on the validation split, run the final cells (see the module docstring).
+    ``group_runs``: as in ``runner.run_experiments`` (None: the planner's default; 1: one cell after another)."""
     out_dir = Path(out_dir)
-    recs, counts = tune_all([(base, plan)], out_dir, backend, jobs, progress, desc=f"tune {base.algorithm}")
+    recs, counts = tune_all([(base, plan)], out_dir, backend, jobs, progress, desc=f"tune {base.algorithm}",
+                            group_runs=group_runs)
     rec, path = recs[0], out_dir / "tuning" / f"{recs[0]['key']}.json"
     finals = []
     if run_final:
         fin = final_cells(base, rec["choice"], plan)
-        c2 = runner.run_experiments(fin, out_dir, backend, jobs, progress=progress, desc=f"final {base.algorithm}")
+        c2 = runner.run_experiments(fin, out_dir, backend, jobs, progress=progress, desc=f"final {base.algorithm}",
+                                    group_runs=group_runs)
         counts = {k: counts.get(k, 0) + c2.get(k, 0) for k in set(counts) | set(c2)}
         recs = _records(out_dir)
         finals = [recs[e.config_hash()] for e in fin if e.config_hash() in recs]

@@ -139,17 +139,14 @@ def _tf32(on: bool):
 def run_paths(exp, paths: tuple[str, ...], device: str) -> dict:
     """path -> RunResult of ``exp`` on ``device`` (the batched path: a group of this run and the same
     cell at another seed and learning rate, of which this run's result is taken)."""
-    from . import batched
-    from .experiment import run
+    from .plan import run, run_group
 
     out = {}
     for p in paths:
         if p == "batched":
-            others = [dataclasses.replace(exp, seed=exp.seed + 1, lr=exp.lr * 0.5),
-                      dataclasses.replace(exp, seed=exp.seed + 2)]
-            res = batched.run_group([dataclasses.replace(exp, device=device, executor="vectorized")]
-                                    + [dataclasses.replace(o, device=device, executor="vectorized") for o in others])
-            out[p] = res[0]
+            group = [exp, dataclasses.replace(exp, seed=exp.seed + 1, lr=exp.lr * 0.5),
+                     dataclasses.replace(exp, seed=exp.seed + 2)]
+            out[p] = run_group([dataclasses.replace(e, device=device, executor="vectorized") for e in group])[0]
         else:
             out[p] = run(dataclasses.replace(exp, device=device, executor=p))
     return out
@@ -168,15 +165,16 @@ def _threads(n: int | None):
         torch.set_num_threads(before)
 
 
-def validate(device: str = "auto", algorithms=ALGORITHMS, rounds: int = 3, tf32: bool = False,
+def validate(device: str | None = None, algorithms=ALGORITHMS, rounds: int = 3, tf32: bool = False,
              log=None, problem_names=None, threads: int | None = 1) -> dict:
     """``threads``: torch CPU threads while validating (default 1: the problems are small, and on a shared
     machine more threads only make the runs slower; the numbers do not depend on it beyond rounding)."""
     import torch
 
-    from .experiment import Experiment, code_version, environment, resolve_device, run
+    from .experiment import Experiment, code_version, environment
+    from .plan import resolve_device, run
 
-    dev = resolve_device(device)
+    dev = resolve_device(device)[0]
     t0 = time.perf_counter()
     rows, twice = [], []
     with _tf32(tf32), _threads(threads):

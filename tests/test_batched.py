@@ -8,7 +8,7 @@ import torch
 import algorithms
 from algorithms.core import Algorithm, Message
 from algorithms.core.hyper import MOMENTUM, POSITIVE, param
-from benchmark import Experiment, batched, contract
+from benchmark import Experiment, batched, contract, plan
 
 
 class _Momentumish(Algorithm):
@@ -111,10 +111,10 @@ def test_grouping_keys():
 def test_plan_groups_keeps_order_and_size():
     exps = [Experiment(dataset="digits", seed=s, lr=lr) for lr in (0.1, 0.05) for s in range(3)]
     exps.insert(2, Experiment(dataset="digits", batch_size=8))
-    groups = batched.plan_groups(exps, 4)
+    groups = [list(j.indices) for j in plan.plan(exps, group_runs=4)]
     assert sorted(i for g in groups for i in g) == list(range(7))
     assert [len(g) for g in groups] == [4, 1, 2] and groups[1] == [2]
-    assert batched.plan_groups(exps, 1) == [[i] for i in range(7)]
+    assert [list(j.indices) for j in plan.plan(exps, group_runs=1)] == [[i] for i in range(7)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def test_batchnorm_partial_batches_and_object_dataset():
 
 def test_mixed_group_is_refused():
     with pytest.raises(ValueError, match="cannot share a batched job"):
-        batched.run_group([_digits(), _digits(batch_size=8)])
+        plan.run_group([_digits(), _digits(batch_size=8)])
 
 
 # --------------------------------------------------------------------------------------------------

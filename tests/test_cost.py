@@ -97,9 +97,13 @@ def test_list_suites_shows_cost_columns(capsys):
     assert "840" in row and "1.5e+10" in row
 
 
-def test_device_type_of():
-    assert cost.device_type_of("cpu") == "cpu" and cost.device_type_of("cuda:1") == "cuda"
-    assert cost.device_type_of("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+def test_device_type():
+    from benchmark import plan
+
+    assert plan.device_type("cpu") == "cpu"
+    assert plan.device_type("auto") == plan.device_type(None) == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="device must be auto, cpu or cuda"):
+        plan.device_type("tpu")
 
 
 def test_latest_bench_takes_each_models_newest_measurement(tmp_path):

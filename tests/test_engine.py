@@ -75,9 +75,9 @@ def test_client_sampling_is_without_replacement_and_uniform():
     seen = []
     orig = ex.SequentialExecutor.run
 
-    def spy(self, alg, fmodel, x, y, downlink, jobs, *a, **k):
-        seen.append([j.client_id for j in jobs])
-        return orig(self, alg, fmodel, x, y, downlink, jobs, *a, **k)
+    def spy(self, inputs):
+        seen.extend([j.client_id for j in r.jobs] for r in inputs.runs)
+        return orig(self, inputs)
 
     ex.SequentialExecutor.run = spy
     try:
@@ -159,21 +159,65 @@ def test_weighted_batchnorm_matches_torch_batchnorm():
     fm = ex.FunctionalModel(model, "classification")
     x = torch.randn(7, 2, 6, 6)
     flat = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
-    fm.sample_weights = torch.ones(7)
-    fm._captured = []
-    ours = fm.forward_train(flat, x)
+    ours, stats = fm.forward_train(flat, x, torch.ones(7), buffers=fm.initial_buffers())
     ref_model = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3))
     ref_model.load_state_dict(model.state_dict())
     ref = ref_model.train()(x)
     assert torch.allclose(ours, ref, atol=1e-5)
-    new = fm.updated_buffers(fm.initial_buffers(), fm._captured)
+    new = fm.updated_buffers(fm.initial_buffers(), stats)
     assert torch.allclose(new["1.running_mean"], ref_model[1].running_mean, atol=1e-6)
     assert torch.allclose(new["1.running_var"], ref_model[1].running_var, atol=1e-6)
     # zero-weight rows do not change the statistics
-    fm.sample_weights = torch.cat([torch.ones(7), torch.zeros(3)])
-    fm._captured = []
-    padded = fm.forward_train(flat, torch.cat([x, x[:3] * 100]))
+    padded, stats2 = fm.forward_train(flat, torch.cat([x, x[:3] * 100]), torch.cat([torch.ones(7), torch.zeros(3)]))
     assert torch.allclose(padded[:7], ref, atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5) for k in stats for a, b in zip(stats[k], stats2[k]))
+    # the fused kernel (no padding) gives the same numbers
+    fused, stats3 = fm.forward_train(flat, x, torch.ones(7), weighted=False)
+    assert torch.allclose(fused, ours, atol=1e-6) and torch.allclose(stats3["1"][1], stats["1"][1], atol=1e-6)
+
+
+def test_nothing_of_a_forward_is_stored_on_the_model():
+    """The functional model holds no per-call state (torch.compile needs the step to be a function of its
+    inputs): after a round of both executors its attributes, and its training copies' tensors, are the same
+    objects as before; the step's tensors travel as arguments and results."""
+    import algorithms
+    from algorithms.core import optim
+    from benchmark import engine
+
+    data = tiny_dataset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(),
+                                torch.nn.Dropout(0.5), torch.nn.Linear(8, 3))
+    fm = ex.FunctionalModel(model, "classification")
+    state = lambda: ({k: id(v) for k, v in vars(fm).items()},  # noqa: E731
+                     [(id(m), sorted(vars(m)), [id(t) for t in [*m.parameters(), *m.buffers()]])
+                      for v in fm._variants.values() for m in v.module.modules()])
+    before = state()
+    cfg = engine.LoopConfig(1, None, 1, None, 8, 0.05, 1.0, 1, 0, None)
+    for executor in ex.EXECUTORS:
+        run = engine.start(algorithms.make("fedavg", fm.layout, 4), fm, data, [c.numpy() for c in data.clients],
+                           cfg, optim.make("sgd"))
+        [(_, out)] = list(engine.run_rounds([run], executor))
+        assert out.status == "ok" and out.executor == executor
+    assert state() == before
+
+
+def test_dropout_masks_are_the_clients_counter_rng_draws():
+    """A dropout mask is the draw ``CounterRng.uniform`` makes at that point of the client's sequence (the
+    stream reserved before the forward): the functional model and the rng stay one rule."""
+    from algorithms.core import CounterRng
+    from benchmark.functional import next_stream, stream_uniform
+
+    a, b = CounterRng(torch.tensor(11)), CounterRng(torch.tensor(11))
+    a.uniform((3,))
+    b.uniform((3,))
+    assert torch.equal(stream_uniform(next_stream(a), (4, 5)), b.uniform((4, 5)))
+    assert torch.equal(a.uniform((2,)), b.uniform((2,)))  # both counters advanced alike
+    fm = ex.FunctionalModel(torch.nn.Sequential(torch.nn.Dropout(0.5)), "classification")
+    x = torch.ones(6, 8)
+    out, _ = fm.forward_train(torch.zeros(0), x, rng=CounterRng(torch.tensor(5)))
+    keep = (CounterRng(torch.tensor(5)).uniform((6, 8)) >= 0.5).float()
+    assert torch.equal(out, x * keep / 0.5)
 
 
 def test_counter_rng_is_uniform_and_independent_per_key():

@@ -189,3 +189,95 @@ def test_checker_catches_a_planted_cycle_and_upward_import(tmp_path):
     g = import_graph(root)
     assert cycles(g) == [["benchmark.report", "benchmark.runner"]]
     assert upward(g) == ["benchmark.theory_cli -> theory.claims"]
+
+
+# --------------------------------------------------------------------------------------------------
+# One place decides how runs run (benchmark.plan), one place runs rounds (benchmark.engine)
+
+PLANNER = "benchmark.plan"
+ENGINE = "benchmark.engine"
+#: the server side of a round: only the engine calls an algorithm's broadcast and aggregate
+ROUND_CALLS = ("broadcast", "aggregate")
+#: building an executor's round inputs is running a round
+ROUND_TYPES = ("RoundInputs", "RunRound")
+#: benchmark.batched's probe broadcasts once to get a downlink for a vmap test: no round; the asv
+#: benchmarks time a round by hand only for old commits without benchmark.workloads (_legacy_rounds)
+ROUND_EXEMPT = {("benchmark.batched", "broadcast"), ("benchmark.asv.benchmarks", "broadcast"),
+                ("benchmark.asv.benchmarks", "aggregate")}
+
+
+def _defaults(fn: ast.AST):
+    a = fn.args
+    pos = a.posonlyargs + a.args
+    yield from zip(pos, [None] * (len(pos) - len(a.defaults)) + list(a.defaults))
+    yield from zip(a.kwonlyargs, a.kw_defaults)
+
+
+def how_findings(root: Path) -> list[str]:
+    """Modules other than the planner that resolve a device ("auto" -> cuda/cpu: ``cuda.is_available``, or
+    a ``device`` parameter whose default is not None) or a group size (``default_group_runs``/``group_size``
+    called, or a ``group_runs`` parameter whose default is not None): the planner's defaults are the only ones."""
+    found = []
+    for name, (path, _) in modules(root).items():
+        if name == PLANNER or name.startswith("algorithms"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "is_available" and "cuda" in ast.unparse(node.value):
+                found.append(f"{name}: resolves a device ({ast.unparse(node)})")
+            elif isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("default_group_runs",
+                                                                                       "group_size"):
+                found.append(f"{name}: resolves a group size ({ast.unparse(node.func)})")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for arg, default in _defaults(node):
+                    if arg.arg in ("device", "group_runs") and default is not None and not (
+                            isinstance(default, ast.Constant) and default.value is None):
+                        found.append(f"{name}: {node.name}({arg.arg}={ast.unparse(default)}) sets a default")
+    return sorted(found)
+
+
+def round_findings(root: Path) -> list[str]:
+    """Modules other than the engine that run a round: call an algorithm's ``broadcast``/``aggregate``
+    (the engine's own functions of those names aside) or build an executor's round inputs."""
+    found = []
+    for name, (path, _) in modules(root).items():
+        if name == ENGINE or name.startswith("algorithms"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if isinstance(f, ast.Attribute) and f.attr in ROUND_CALLS and ast.unparse(f.value) != "engine" \
+                    and (name, f.attr) not in ROUND_EXEMPT:
+                found.append(f"{name}: {ast.unparse(f)}()")
+            elif ast.unparse(f).split(".")[-1] in ROUND_TYPES and name != "benchmark.executors":
+                found.append(f"{name}: {ast.unparse(f)}()")
+    return sorted(found)
+
+
+def test_only_the_planner_resolves_devices_and_group_sizes():
+    assert how_findings(ROOT) == []
+
+
+def test_only_the_engine_runs_rounds():
+    assert round_findings(ROOT) == []
+
+
+def test_the_how_and_round_checks_catch_planted_violations(tmp_path):
+    root = _tree(tmp_path, {
+        "benchmark/plan.py": "import torch\ndef resolve(d=None):\n    return torch.cuda.is_available()\n"
+                             "def plan(exps, group_runs=None):\n    return default_group_runs('cpu')\n",
+        "benchmark/engine.py": "def round(alg, s, u, w):\n    return alg.aggregate(s, u, w)\n",
+        "benchmark/bench.py": "import torch\nfrom . import engine\n"
+                              "def dev():\n    return 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+                              "def run(exps, group_runs=1, device='auto'):\n    return engine.aggregate(exps)\n",
+        "benchmark/batched.py": "def size(exp):\n    return default_group_runs('cpu', 'vectorized')\n",
+        "theory/runs.py": "def rnd(alg, server, ups, w):\n    d = alg.broadcast(server)\n"
+                          "    return alg.aggregate(server, ups, w), RoundInputs(alg, d)\n",
+    })
+    assert how_findings(root) == [
+        "benchmark.batched: resolves a group size (default_group_runs)",
+        "benchmark.bench: resolves a device (torch.cuda.is_available)",
+        "benchmark.bench: run(device='auto') sets a default",
+        "benchmark.bench: run(group_runs=1) sets a default"]
+    assert round_findings(root) == ["theory.runs: RoundInputs()", "theory.runs: alg.aggregate()",
+                                    "theory.runs: alg.broadcast()"]

@@ -16,7 +16,7 @@ import torch
 
 import algorithms
 from algorithms.core import optim
-from benchmark import engine
+from benchmark import engine, plan
 from benchmark.experiment import Experiment, prepare
 from tests import planted
 from tests.helpers import tiny_dataset, tiny_model
@@ -55,12 +55,20 @@ def _experiment(problem, algorithm, rounds, args=None, **opt):
                       seed=0, eval_every=rounds, eval_train_samples=None, executor="vectorized", device="cpu", **opt)
 
 
+def _train(exp: Experiment):
+    """``exp`` as the planner plans it (its executor), through the engine's round loop: (prepared, result)."""
+    job = plan.plan_one(exp)
+    p = prepare(exp, job.device)
+    with single_thread():
+        state = engine.start(p.alg, p.fmodel, p.data, p.parts, p.cfg, p.optimizer)
+        [(_, out)] = list(engine.run_rounds([state], job.executor))
+    return p, out
+
+
 def distance(problem, algorithm, rounds, args=None, **opt) -> tuple[float, float, str]:
     """(distance of the initial model, distance of the final global model to the optimum, run status)."""
-    p = prepare(_experiment(problem, algorithm, rounds, args, **opt))
+    p, out = _train(_experiment(problem, algorithm, rounds, args, **opt))
     w0 = torch.nn.utils.parameters_to_vector(p.fmodel.module.parameters()).detach()
-    with single_thread():
-        out = engine.simulate(p.alg, p.fmodel, p.data, p.parts, p.cfg, executor=p.executor, optimizer=p.optimizer)
     w = p.alg.global_params(out.server_state).double()
     return float((w0.double() - problem.optimum).norm()), float((w - problem.optimum).norm()), out.status
 
@@ -91,10 +99,10 @@ def test_refused_before_training_with_the_optimizer_named(problem, name, optimiz
     with pytest.raises(optim.UnsupportedOptimizer, match=f"^{name}: the local optimizer {optimizer} is not supported"):
         exp.validate()
     # the engine refuses it too (theory and batched runs start there), before round 0
-    p = prepare(_experiment(problem, name, 1))  # built with plain SGD, then started with the refused optimizer
+    p = prepare(_experiment(problem, name, 1), "cpu")  # built with plain SGD, then started with the refused optimizer
     refused = optim.make(exp.optimizer, exp.momentum, exp.weight_decay)
     with pytest.raises(optim.UnsupportedOptimizer):
-        engine.start(p.alg, p.fmodel, p.data, p.parts, p.cfg, "vectorized", refused)
+        engine.start(p.alg, p.fmodel, p.data, p.parts, p.cfg, refused)
 
 
 @pytest.mark.parametrize("name, args, opt", [
@@ -123,9 +131,7 @@ def _classification_trains(name, **opt):
     data = tiny_dataset()
     exp = Experiment(algorithm=name, dataset=data, num_clients=None, model=tiny_model, rounds=15, local_epochs=1,
                      batch_size=8, lr=0.05, seed=0, executor="vectorized", device="cpu", eval_every=15, **opt)
-    p = prepare(exp)
-    with single_thread():
-        out = engine.simulate(p.alg, p.fmodel, p.data, p.parts, p.cfg, executor=p.executor, optimizer=p.optimizer)
+    p, out = _train(exp)
     loss0, _ = p.fmodel.evaluate(torch.nn.utils.parameters_to_vector(p.fmodel.module.parameters()).detach(),
                                  p.fmodel.initial_buffers(), data.x_train, data.y_train)
     assert out.status == "ok" and out.history[-1]["train_loss"] < 0.8 * float(loss0), (name, out.history[-1])
@@ -153,7 +159,7 @@ def test_the_linear_model_is_rejected_exactly_by_the_representation_methods(prob
     rejected = set()
     for name in algorithms.names():
         try:
-            prepare(_experiment(problem, name, 1)).alg  # noqa: B018
+            prepare(_experiment(problem, name, 1), "cpu").alg  # noqa: B018
             distance(problem, name, 1)
         except ValueError as e:
             if "stages" in str(e) or "representation" in str(e):

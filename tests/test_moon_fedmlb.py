@@ -12,7 +12,7 @@ from algorithms.core import optim
 from algorithms.fedmlb import branched_loss
 from algorithms.moon import contrastive_loss
 from benchmark import models
-from benchmark.executors import Batch, ClientContext, FunctionalModel
+from benchmark.executors import Batch, ClientContext, ClientShare, FunctionalModel, LocalSetup
 from tests.helpers import assert_same_history, run_tiny, tiny_bn_model
 
 
@@ -59,12 +59,12 @@ def test_stages_compose_to_the_training_forward(name):
     fm = FunctionalModel(models.build(name, shape, spec.default_classes), "classification")
     flat = fm.layout.flatten(dict(fm.module.named_parameters()))
     x = torch.randn(3, *shape)
-    outs = fm.forward_stages(flat, x)
+    outs, _ = fm.forward_stages(flat, x)
     assert len(outs) == len(fm.stage_modules()) >= 1
-    torch.testing.assert_close(outs[-1], fm.forward_train(flat, x))
+    torch.testing.assert_close(outs[-1], fm.forward_train(flat, x)[0])
     # restarting from an intermediate output gives the same logits
     if len(outs) > 1:
-        torch.testing.assert_close(fm.forward_stages(flat, outs[0], start=1)[-1], outs[-1])
+        torch.testing.assert_close(fm.forward_stages(flat, outs[0], start=1)[0][-1], outs[-1])
     # every parameter belongs to exactly one stage
     names = [n for _, ns in fm.stage_modules() for n in ns]
     assert sorted(names) == sorted(n for n, _ in fm.module.named_parameters())
@@ -73,9 +73,9 @@ def test_stages_compose_to_the_training_forward(name):
 def _ctx(fm, x, y):
     n = len(y)
     idx = torch.arange(n).reshape(1, n)
-    return ClientContext(fm, x, y, idx, torch.ones(1, n), None, fm.initial_buffers(),
-                         torch.tensor(7), optim.make("sgd", 0.0, 0.0), 0.1, torch.tensor(1),
-                         torch.tensor(float(n)), torch.tensor(0), 0)
+    setup = LocalSetup(fm, x, y, optim.make("sgd", 0.0, 0.0), 0)
+    return ClientContext(setup, ClientShare(idx, torch.ones(1, n), None, torch.tensor(7), torch.tensor(1),
+                                            torch.tensor(float(n)), torch.tensor(0), fm.initial_buffers(), 0.1))
 
 
 def test_reference_forward_records_nothing_and_one_training_forward_per_objective():

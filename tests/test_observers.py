@@ -94,11 +94,12 @@ class _Recording(Algorithm):
 def _simulate(executor, observers, rounds=2, **cfg_kw):
     exp = Experiment(dataset=tiny_dataset(), num_clients=None, model=tiny_model, rounds=rounds, seed=1,
                      batch_size=8, lr=0.05, clients_per_round=3)
-    p = prepare(exp)
+    p = prepare(exp, "cpu")
     alg = _Recording(algorithms.core.NoHyperparameters(), p.fmodel.layout, len(p.parts))
     cfg = p.cfg if not cfg_kw else engine.LoopConfig(**{**p.cfg.__dict__, **cfg_kw})
-    return engine.simulate(alg, p.fmodel, p.data, p.parts, cfg, executor=executor, optimizer=p.optimizer,
-                           observers=observers), p
+    state = engine.start(alg, p.fmodel, p.data, p.parts, cfg, p.optimizer)
+    [(_, res)] = list(engine.run_rounds([state], executor, observers=[observers]))
+    return res, p
 
 
 def test_both_executors_give_the_same_diagnostics_and_mask_padded_steps():
@@ -141,8 +142,14 @@ class Steps(engine.Observer):
 
 
 def test_per_step_observation_runs_sequentially_and_sees_every_step():
+    # the planner gives a run watched step by step the sequential executor, and says why
+    r = run(Experiment(dataset=tiny_dataset(), num_clients=None, model=tiny_model, rounds=1, batch_size=8,
+                       executor="vectorized"), observers=[Steps()])
+    assert r.config["executor_used"] == "sequential" and "every local step" in r.execution["reason"]
+    with pytest.raises(ValueError, match="sequential executor"):  # the engine never falls back on its own
+        _simulate("vectorized", [Steps()])
     obs = Steps()
-    res, p = _simulate("vectorized", [obs])
+    res, p = _simulate("sequential", [obs])
     assert res.executor == "sequential"
     # the steps of each client are the engine's schedule: epochs of ceil(n / B) batches
     rng = np.random.default_rng([1, 1])
@@ -158,7 +165,7 @@ def test_per_step_observation_runs_sequentially_and_sees_every_step():
 
 def test_init_replaces_the_seeded_parameters_and_enters_the_config():
     exp = Experiment(dataset=tiny_dataset(), num_clients=None, model=tiny_model, rounds=1, seed=0, batch_size=8)
-    d = prepare(exp).fmodel.layout.size
+    d = prepare(exp, "cpu").fmodel.layout.size
     obs = Everything()
     init = torch.linspace(-1, 1, d)
     res = run(exp, observers=[obs], init=init)

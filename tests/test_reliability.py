@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import Experiment, engine, experiment, run, runner, store
+from benchmark import Experiment, engine, experiment, plan, run, runner, store
 from benchmark.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,27 +73,27 @@ def test_invalid_divergence_factor(bad):
     (8, 7.9, 2, 1),
 ])
 def test_threads_come_from_free_cores(cpus, load, workers, n):
-    t = experiment.choose_threads(workers, cpus=cpus, load=load)
+    t = plan.choose_threads(workers, cpus=cpus, load=load)
     assert t.n == n and t.n * workers <= max(cpus, workers)
     assert f"of {cpus} CPUs" in t.rule
 
 
 def test_threads_without_a_load_average_use_every_cpu(monkeypatch):
-    monkeypatch.setattr(experiment, "machine_load", lambda: None)
-    assert experiment.choose_threads(1, cpus=4).n == 4 and experiment.load_warning(cpus=4) is None
+    monkeypatch.setattr(plan, "machine_load", lambda: None)
+    assert plan.choose_threads(1, cpus=4).n == 4 and plan.load_warning(cpus=4) is None
 
 
 def test_run_states_its_threads():
-    r = run(Experiment(rounds=1, device="cpu"), threads=experiment.Threads(1, "1 = test"))
+    r = run(Experiment(rounds=1, device="cpu"), threads=plan.Threads(1, "1 = test"))
     assert r.environment["threads"] == 1 and r.environment["threads_rule"] == "1 = test"
 
 
 def test_process_plan_never_more_workers_than_cpus(monkeypatch):
     monkeypatch.setattr(runner, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(experiment, "machine_load", lambda: 0.0)
+    monkeypatch.setattr(plan, "machine_load", lambda: 0.0)
     workers, threads, note = runner.process_plan(8, cells=10)
     assert workers == 2 and threads.n == 1 and "more than the 2 CPUs" in note
-    assert runner.process_plan("auto", cells=10)[:2] == (2, experiment.Threads(1, threads.rule))
+    assert runner.process_plan("auto", cells=10)[:2] == (2, plan.Threads(1, threads.rule))
     assert runner.process_plan(2, cells=1)[0] == 1  # no idle workers
     assert runner.process_plan(1, cells=5)[1].n == 2  # one worker gets both free cores
 
@@ -105,13 +105,13 @@ def test_check_jobs(jobs):
 
 
 def test_run_warns_when_the_machine_is_loaded(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(experiment, "machine_load", lambda: 7.5)
-    monkeypatch.setattr(experiment, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(plan, "machine_load", lambda: 7.5)
+    monkeypatch.setattr(plan, "usable_cpus", lambda: 2)
     assert main(["run", "--rounds", "1", "--no-progress", "--out", str(tmp_path)]) == 0
     assert "warning: load average 7.5 on 2 CPUs" in capsys.readouterr().err
     rec = store.read_records(tmp_path)[0]
     assert rec["environment"]["threads"] == 1 and "(1-min load 7.5)" in rec["environment"]["threads_rule"]
-    monkeypatch.setattr(experiment, "machine_load", lambda: 0.5)
+    monkeypatch.setattr(plan, "machine_load", lambda: 0.5)
     assert main(["run", "--rounds", "1", "--no-progress"]) == 0
     assert "warning" not in capsys.readouterr().err
 

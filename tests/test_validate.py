@@ -20,14 +20,14 @@ def test_validate_passes_on_this_cpu():
 def test_validate_catches_a_planted_defect(monkeypatch, algorithm):
     """A vectorized executor that trains with a 1% larger learning rate must fail validation (both the
     vectorized and the batched path use it; the sequential path does not)."""
-    real = executors.VectorizedExecutor.run_many
+    real = executors.VectorizedExecutor.run
 
-    def off_by_one_percent(self, alg, fmodel, x, y, runs, *a, **k):
-        for r in runs:
+    def off_by_one_percent(self, inputs):
+        for r in inputs.runs:
             r.lr = r.lr * 1.01
-        return real(self, alg, fmodel, x, y, runs, *a, **k)
+        return real(self, inputs)
 
-    monkeypatch.setattr(executors.VectorizedExecutor, "run_many", off_by_one_percent)
+    monkeypatch.setattr(executors.VectorizedExecutor, "run", off_by_one_percent)
     r = validate.validate("cpu", (algorithm,), rounds=2, problem_names=("digits/mlp",))
     assert not r["ok"]
     verdict = {c["path"]: c["ok"] for c in r["comparisons"]}

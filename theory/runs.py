@@ -1,19 +1,20 @@
 """How the claims run the project's algorithms: through the benchmark's own path, with observers.
 
-There is one way to train here, the benchmark's: ``benchmark.experiment.prepare`` builds the data,
-partition, model and algorithm from an ``Experiment`` and ``benchmark.engine.simulate`` runs the round
-loop. The claims only add observers (``benchmark.engine``), which record without changing a number:
+There is one way to train here, the benchmark's: ``benchmark.plan.run`` plans an ``Experiment`` and executes
+it (the data, partition, model and algorithm built by ``benchmark.experiment.prepare``, the round loop of
+``benchmark.engine``). The claims only add observers (``benchmark.engine``), which record without changing a
+number:
 
 * :class:`ParamTrace`: the global model before round 0 and after every round (float64, CPU), the
   sampled clients, chosen server-state scalars, and a per-round ``hook(before, after, info)``;
 * :class:`StepGradSq`: ||g||^2 of every local stochastic gradient (per-step observation, sequential);
-* :class:`Diagnostics`: what an algorithm sends with ``algorithms.base.diagnose`` (GradMA's QP_l
+* :class:`Diagnostics`: what an algorithm sends with ``algorithms.core.diagnose`` (GradMA's QP_l
   corrections, BHerd's stored steps and selection, FedBAT's latent update and step sizes), per client.
 
-:func:`trace` runs an ``Experiment`` with ``benchmark.experiment.run`` itself. :func:`run_problem` runs
-a convex toy problem (``theory.problems``) with a step-size schedule the ``Experiment`` cannot express
-(eta(t) = alpha/(t + beta) per round, FedBAT's eta_t = 2/(mu(gamma + t)) per cumulative local step):
-the same ``prepare`` + ``simulate``, with ``LoopConfig.lr_schedule`` and :class:`InverseTimeSGD`.
+:func:`trace` runs an ``Experiment`` with ``benchmark.plan.run`` itself. :func:`run_problem` runs a convex
+toy problem (``theory.problems``) with a step-size schedule the ``Experiment`` cannot express (eta(t) =
+alpha/(t + beta) per round, FedBAT's eta_t = 2/(mu(gamma + t)) per cumulative local step): the same
+``benchmark.plan.run``, with its ``lr_schedule`` and :class:`InverseTimeSGD` as the local optimizer.
 
 :func:`run_lfl` (written for LFL's checks, shared with FedBAT's) wraps :func:`run_problem` into a
 :class:`Run` of float64 arrays, with the per-step ||g||^2 when asked (``StepGradSq``); :func:`start_point`
@@ -23,7 +24,6 @@ plug-in G^2, :func:`sq_errors` and :func:`opt_gaps` the distance to theta* and t
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -32,8 +32,8 @@ import torch
 from torch.utils import _pytree as pytree
 
 from benchmark import engine
-from benchmark.experiment import Experiment, prepare
-from benchmark.experiment import run as run_experiment
+from benchmark.experiment import Experiment
+from benchmark.plan import run as run_experiment
 from theory.outcome import CheckContext
 from theory.provenance import check_algorithm
 
@@ -96,7 +96,7 @@ class StepGradSq(engine.Observer):
 
 
 class Diagnostics(engine.Observer):
-    """The algorithm's diagnostics (``algorithms.base.diagnose``), per round a list of
+    """The algorithm's diagnostics (``algorithms.core.diagnose``), per round a list of
     (client_id, {name: tensor}) in the order of the stacked uplinks."""
 
     diagnostics = True
@@ -159,7 +159,7 @@ def _trace_of(rec: ParamTrace, status: str, executor: str, exp, final: dict | No
 
 def trace(exp: Experiment, *, init: torch.Tensor | None = None, server_keys: Sequence[str] = (),
           hook: Callable | None = None, observers: Sequence = ()) -> Trace:
-    """Run ``exp`` with ``benchmark.experiment.run`` (the benchmark's entry point) and record it.
+    """Run ``exp`` with ``benchmark.plan.run`` (the benchmark's entry point) and record it.
 
     ``init``: the initial flat parameter vector (replaces the seeded initialisation). Runs on one thread.
     """
@@ -172,7 +172,7 @@ def trace(exp: Experiment, *, init: torch.Tensor | None = None, server_keys: Seq
 
 class InverseTimeSGD:
     """Plain SGD whose step size decays within a round: eta_s = 1 / (1/lr + c s) at local step s
-    (``algorithms.optim`` protocol, vmap-safe: s is the optimizer state, reset every round).
+    (``algorithms.core.optim`` protocol, vmap-safe: s is the optimizer state, reset every round).
 
     With the round's lr = 2/(mu (gamma + r tau + 1)) and c = mu/2 this is FedBAT's eta_t =
     2/(mu (gamma + t)) over the cumulative local step t = r tau + s + 1 (Theorems 1-2)."""
@@ -208,14 +208,11 @@ def run_problem(problem, algorithm: str, args: dict, *, rounds: int, local_steps
                      algorithm_args=dict(args), seed=seed, eval_every=rounds, eval_train_samples=None,
                      executor=executor, device="cpu")
     check_algorithm(algorithm)
-    p = prepare(exp)
-    cfg = dataclasses.replace(p.cfg, lr_schedule=lr) if callable(lr) else p.cfg
-    opt = InverseTimeSGD(step_decay, wd) if step_decay else p.optimizer
     rec = ParamTrace(server_keys, hook)
     with single_thread():
-        out = engine.simulate(p.alg, p.fmodel, p.data, p.parts, cfg, executor=p.executor, optimizer=opt,
-                              observers=[rec, *observers], init=theta0)
-    return _trace_of(rec, out.status, out.executor, exp)
+        res = run_experiment(exp, observers=[rec, *observers], init=theta0, lr_schedule=lr if callable(lr) else None,
+                             optimizer=InverseTimeSGD(step_decay, wd) if step_decay else None)
+    return _trace_of(rec, res.status, res.config["executor_used"], exp)
 
 
 @dataclass

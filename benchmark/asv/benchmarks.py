@@ -7,6 +7,7 @@ Threads: every benchmark pins torch to one CPU thread (``THREADS``): the workloa
 overhead-bound, and on a shared machine torch's intra-op threads make timings swing by orders of
 magnitude (benchmark/asv/README.md); one thread makes the recorded history comparable.
 """
+import dataclasses
 import os
 import sys
 import time
@@ -31,49 +32,31 @@ def _pin_threads():
 
 
 class _RoundWorkload:
-    """One FedAvg round (broadcast, the executor's local updates, aggregate) from a fixed server state.
+    """One FedAvg round (local updates and aggregation, from a prepared round: sampling, schedules and
+    broadcast done once) of each executor, through the engine as ``benchmark.plan`` plans it
+    (``benchmark.workloads.FederatedRound``). ``build(input_shape, classes)`` makes the model; the data are
+    random: ``clients`` clients of 4 batches each. Commits without ``benchmark.workloads`` time the same
+    round through their executors' own API (:func:`_legacy_rounds`), so that ``benchmark/asv_history.py``
+    can still record them with today's benchmarks."""
 
-    Built only from APIs that every commit of the history has (``algorithms.make``, the executors'
-    ``FunctionalModel``/``client_schedule``/``ClientJob``/``get(...).run``, ``RoundInfo``), so that
-    ``benchmark/asv_history.py`` can record old commits with today's benchmarks.
-    """
-
-    def __init__(self, module, input_shape, clients: int, batch_size: int, local_steps: int, seed: int = 0):
-        import algorithms
-        from algorithms import RoundInfo  # exported at the top by every commit
-        from benchmark import executors as ex
-
+    def __init__(self, build, input_shape, clients: int, batch_size: int, local_steps: int, seed: int = 0):
         try:
-            from algorithms.core import optim
-        except ImportError:  # commits before algorithms/core/
-            from algorithms import optim
-
-        g = torch.Generator().manual_seed(seed)
-        n = 4 * batch_size
-        self.x = torch.randn(clients * n, *input_shape, generator=g)
-        self.y = torch.randint(0, 10, (clients * n,), generator=g)
-        self.fmodel = ex.FunctionalModel(module, "classification")
-        self.alg = algorithms.make("fedavg", self.fmodel.layout, clients)
-        self.opt = optim.make("sgd")
-        p0 = torch.nn.utils.parameters_to_vector(module.parameters()).detach().clone()
-        self.server = self.alg.init(p0)
-        self.buffers = self.fmodel.initial_buffers()
-        self.jobs = []
-        for cid in range(clients):
-            part = np.arange(cid * n, (cid + 1) * n)
-            sch = ex.client_schedule(part, np.random.default_rng([seed, 2, 0, cid]), None, local_steps, batch_size)
-            self.jobs.append(ex.ClientJob(cid, sch, self.alg.client_init(p0), n))
-        n_k = torch.full((clients,), float(n))
-        self.weights = n_k / n_k.sum()
-        self.info = RoundInfo(0, torch.arange(clients), clients, n_k,
-                              torch.tensor([j.schedule.steps for j in self.jobs]), 0.01)
-        self.executors = {name: ex.get(name) for name in ("sequential", "vectorized")}
+            from benchmark import workloads
+            from benchmark.experiment import Experiment
+        except ImportError:  # commits before benchmark/workloads.py: their executors' own API
+            self.rounds = _legacy_rounds(build(tuple(input_shape), 10), input_shape, clients, batch_size,
+                                         local_steps, seed)
+            return
+        cfg = workloads.Config("asv", "custom", tuple(input_shape), 10, clients, batch_size, local_steps,
+                               samples_per_client=4 * batch_size, seed=seed)
+        self.exp = Experiment(algorithm="fedavg", dataset=workloads.synthetic_data(cfg), model=build,
+                              num_clients=None, rounds=1, local_steps=local_steps, batch_size=batch_size, lr=0.01,
+                              seed=seed, eval_train_samples=None, divergence_factor=None, device="cpu")
+        self.rounds = {name: workloads.FederatedRound(dataclasses.replace(self.exp, executor=name))
+                       for name in ("sequential", "vectorized")}
 
     def run(self, executor: str):
-        down = self.alg.broadcast(self.server)
-        out = self.executors[executor].run(self.alg, self.fmodel, self.x, self.y, down, self.jobs, self.buffers,
-                                           self.opt, 0.01, 0, 0)
-        return self.alg.aggregate(self.server, out.uplinks, self.weights, self.info)
+        return self.rounds[executor]()
 
     def seconds(self, executor: str) -> float:
         t0 = time.perf_counter()
@@ -89,22 +72,60 @@ class _RoundWorkload:
         return float(np.median(seq) / np.median(vec))
 
 
-def _logreg():
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+def _legacy_rounds(module, input_shape, clients: int, batch_size: int, local_steps: int, seed: int) -> dict:
+    """One FedAvg round per executor for commits before ``benchmark.workloads``, built only from APIs that
+    every such commit has (``algorithms.make``, the executors' ``FunctionalModel``/``client_schedule``/
+    ``ClientJob``/``get(...).run`` with positional arguments, ``RoundInfo``). Today's commits never take
+    this path: their rounds run through the engine (tests/test_layout.py exempts this module's calls)."""
+    import algorithms
+    from algorithms import RoundInfo  # exported at the top by every commit
+    from benchmark import executors as ex
+
+    try:
+        from algorithms.core import optim
+    except ImportError:  # commits before algorithms/core/
+        from algorithms import optim
+
+    g = torch.Generator().manual_seed(seed)
+    n = 4 * batch_size
+    x = torch.randn(clients * n, *input_shape, generator=g)
+    y = torch.randint(0, 10, (clients * n,), generator=g)
+    fmodel = ex.FunctionalModel(module, "classification")
+    alg = algorithms.make("fedavg", fmodel.layout, clients)
+    opt = optim.make("sgd")
+    p0 = torch.nn.utils.parameters_to_vector(module.parameters()).detach().clone()
+    server = alg.init(p0)
+    buffers = fmodel.initial_buffers()
+    jobs = []
+    for cid in range(clients):
+        part = np.arange(cid * n, (cid + 1) * n)
+        rng = np.random.default_rng([seed, 2, 0, cid])  # the old commits' rule (executors.minibatch_rng today)
+        sch = ex.client_schedule(part, rng, None, local_steps, batch_size)
+        jobs.append(ex.ClientJob(cid, sch, alg.client_init(p0), n))
+    n_k = torch.full((clients,), float(n))
+    info = RoundInfo(0, torch.arange(clients), clients, n_k, torch.tensor([j.schedule.steps for j in jobs]), 0.01)
+
+    def one_round(executor):
+        def run():
+            out = executor.run(alg, fmodel, x, y, alg.broadcast(server), jobs, buffers, opt, 0.01, 0, 0)
+            return alg.aggregate(server, out.uplinks, n_k / n_k.sum(), info)
+        return run
+
+    return {name: one_round(ex.get(name)) for name in ("sequential", "vectorized")}
+
+
+def _logreg(input_shape, classes):
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, classes))
 
 
 def _digits_round_workload(clients: int, batch_size: int, local_steps: int) -> _RoundWorkload:
-    return _RoundWorkload(_logreg(), (1, 8, 8), clients, batch_size, local_steps)
+    return _RoundWorkload(_logreg, (1, 8, 8), clients, batch_size, local_steps)
 
 
-def _fedbat_cnn():
-    try:
-        from benchmark import models
-    except ImportError:
-        raise NotImplementedError("benchmark.models is not available at this commit") from None
-    torch.manual_seed(0)
-    return models.build("fedbat_cnn", (1, 28, 28), 10)
+def _fedbat_cnn(input_shape, classes):
+    from benchmark import models
+
+    return models.build("fedbat_cnn", input_shape, classes)
 
 
 class ExecutorRound:
@@ -205,7 +226,7 @@ class SpeedupCNN:
 
     def setup(self):
         _pin_threads()
-        self.workload = _RoundWorkload(_fedbat_cnn(), (1, 28, 28), *self.workload_shape)
+        self.workload = _RoundWorkload(_fedbat_cnn, (1, 28, 28), *self.workload_shape)
         for method in ("sequential", "vectorized"):
             self.workload.seconds(method)
 
@@ -224,15 +245,13 @@ class AutoChoice:
 
     def setup(self):
         try:
-            from benchmark import cost
+            from benchmark import plan
         except ImportError:
-            raise NotImplementedError("benchmark.cost (executor auto) is not available at this commit") from None
+            raise NotImplementedError("benchmark.plan (executor auto) is not available at this commit") from None
         _pin_threads()
-        module = _fedbat_cnn()
         k, b, s = self.workload_shape
-        self.workload = _RoundWorkload(module, (1, 28, 28), k, b, s)
-        flops = cost.flops_per_sample(module, (1, 28, 28))
-        self.auto = cost.choose_executor("auto", "cpu", True, flops, b).executor
+        self.workload = _RoundWorkload(_fedbat_cnn, (1, 28, 28), k, b, s)
+        self.auto = plan.plan_one(self.workload.exp).executor
         for method in ("sequential", "vectorized"):
             self.workload.seconds(method)
 
@@ -257,7 +276,7 @@ class BatchedRuns:
     def setup(self):
         try:
             from benchmark import bench
-            from benchmark.batched import run_group  # noqa: F401
+            from benchmark.plan import run_group  # noqa: F401
         except ImportError:
             raise NotImplementedError("batched runs are not available at this commit") from None
         _pin_threads()

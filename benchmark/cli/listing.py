@@ -48,16 +48,16 @@ def cmd_list(a) -> int:
     if what in (None, "partitions"):
         print("Partitions\n" + tabulate(list(partition.describe().items()), headers=["spec", "about"], tablefmt="github") + "\n")
     if what in (None, "suites"):
-        from .. import cost, suite
+        from .. import cost, plan, suite
 
-        dev = cost.device_type_of(getattr(a, "device", None))
+        dev = plan.device_type(getattr(a, "device", None))
         bench = cost.latest_bench(dev)
         tp = cost.cost_model_from_bench(bench) if bench else None
         rows = []
         for n in suite.suite_names():
             try:
                 st = suite.load_suite(n)
-                est = cost.estimate_suite(st, dev, tp)
+                est = plan.estimate_cells([c.experiment for c in st.cells], dev, tp)
                 rows.append([n, len(st.cells), cost.human_count(est["sample_gradients"]),
                              cost.human_seconds(est["seconds"]), st.requires,
                              " ".join(st.description.split())[:90]])

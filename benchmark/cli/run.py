@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 import sys
 
-from .. import cost, report, runner, store, suite
-from ..experiment import load_warning
+from .. import cost, plan, report, runner, store, suite
+from ..plan import load_warning
 from . import args
 from .errors import resume_hint
 
@@ -83,7 +83,7 @@ def cmd_run(a) -> int:
 def _run_experiments(a, exps: list) -> int:
     from tabulate import tabulate
 
-    from ..experiment import choose_threads, run
+    from ..plan import choose_threads, run
 
     warn_if_loaded()
     threads = choose_threads(1)
@@ -128,18 +128,17 @@ def _dry_run_experiments(exps: list, device: str | None) -> int:
     """``fedrepro run <flags> --dry-run``: the runs' work and estimated time, nothing run."""
     from tabulate import tabulate
 
-    import algorithms
-
-    dev = cost.device_type_of(device)
+    jobs = plan.plan(exps, device=device, group_runs=1, threads=None)  # a ValueError: cli.errors reports it
+    dev = plan.device_type(device)
     bench = cost.latest_bench(dev)
     model = cost.cost_model_from_bench(bench) if bench else None
     rows = []
-    for e in exps:
+    for e, job in zip(exps, jobs):
         try:
             e.validate()
         except ValueError as err:
             raise ValueError(f"invalid experiment: {err}") from None
-        est = cost.estimate_cell(e, dev, model, algorithms.get_class(e.algorithm).vectorizable)
+        est = plan.estimate(job, model)
         rows.append([e.algorithm, e.dataset, e.model, e.seed, est["executor"], cost.human_count(est["sample_gradients"]),
                      cost.human_seconds(est["seconds"])])
     print(tabulate(rows, headers=["algorithm", "dataset", "model", "seed", "executor", "sample-gradients",
@@ -170,7 +169,7 @@ def main_dry_run(a) -> int:
     from tabulate import tabulate
 
     s = suite.select_cells(suite.load_suite(a.suite), getattr(a, "only", None))
-    p = runner.plan_suite(s, args.results_root(a), a.device, a.executor, cli_group_runs(a))
+    p = runner.plan_suite(s, args.results_root(a), a.device, a.executor, cli_group_runs(a), a.backend)
     rows = [[alg, ds, model, r["cells"], r["groups"], ", ".join(sorted(r["executor"])),
              cost.human_count(r["sample_gradients"]), cost.human_seconds(r["seconds"]), "; ".join(sorted(r["reason"]))]
             for (alg, ds, model), r in sorted(p["rows"].items())]
@@ -180,6 +179,9 @@ def main_dry_run(a) -> int:
         print(tabulate(rows, headers=["algorithm", "dataset", "model", "cells", "jobs", "executor",
                                       "sample-gradients", f"est. time ({p['device']})", "group size"],
                        tablefmt="github"))
+    for what in ("device", "executor"):
+        for why, n in sorted(p["reasons"][what].items()):
+            print(f"{what} ({n} job{'s' if n > 1 else ''}): {why}")
     print(f"estimated time on {p['device']}: {cost.human_seconds(p['seconds'])} as planned, "
           f"{cost.human_seconds(p['seconds_alone'])} one cell after another"
           + (f" (cost model fitted to {p['bench']})" if p["bench"] else
@@ -188,13 +190,8 @@ def main_dry_run(a) -> int:
 
 
 def cli_group_runs(a) -> int | None:
-    """``--group-runs`` as given; unset: auto (None) for the local backend, 1 for process and Ray (their
-    workers run cells in parallel instead) and for an explicit ``--executor sequential``."""
+    """``--group-runs`` as given (unset: None, the planner's default, ``benchmark.plan``)."""
     n = getattr(a, "group_runs", None)
-    if n is not None:
-        if n < 1:
-            raise suite.SuiteError(f"--group-runs must be >= 1, got {n}")
-        return n
-    if getattr(a, "backend", "local") != "local" or getattr(a, "executor", None) == "sequential":
-        return 1
-    return None
+    if n is not None and n < 1:
+        raise suite.SuiteError(f"--group-runs must be >= 1, got {n}")
+    return n

@@ -46,7 +46,7 @@ def _round_quantities(prob, tr, rounds, batch: int):
             cum = torch.cumsum(rec["Z"], 0)  # w_t - w_(t,i)^{lambda+1}
             delta = max(delta, float(cum.norm(dim=1).max()))
             cid = rec["client"]
-            sch = ex.client_schedule(tr.parts[cid], np.random.default_rng([exp.seed, 2, t, cid]), 1, None, batch)
+            sch = ex.client_schedule(tr.parts[cid], ex.minibatch_rng(exp.seed, t, cid), 1, None, batch)
             grads = []
             for b_idx, b_w in zip(sch.idx, sch.w):
                 keep = b_idx[b_w > 0]

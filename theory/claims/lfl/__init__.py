@@ -23,7 +23,7 @@ Sections: ``lemma1`` (the quantizer), ``formulas`` (Theorem 1 and Corollary 1 as
 Running the algorithms (``theory.runs.run_lfl``, shared with FedBAT's claims)
 -----------------------------------------------------------------------------
 ``theory.runs.run_lfl`` runs a problem through ``theory.runs.run_problem`` (the benchmark's ``prepare`` and
-``benchmark.engine.simulate``, observed, nothing patched) with
+``benchmark.engine.run_rounds``, observed, nothing patched) with
 
 * the round's step size eta(t) as ``LoopConfig.lr_schedule`` (LFL's eta(t) = alpha/(t + beta), which the
   engine's multiplicative ``lr_decay`` cannot express), and FedBAT's per-local-step eta_t = 2/(mu (gamma + t))
