@@ -331,7 +331,10 @@ def model_fingerprint(module: torch.nn.Module) -> str:
     return h.hexdigest()[:16]
 
 
-def final_metrics(history: list[dict], wall: float) -> dict:
+def final_metrics(history: list[dict], wall: float, cpu: float | None = None) -> dict:
+    """The run's summary: last evaluated metrics, bits, ``wall_time`` (seconds since the job started) and, when
+    measured, ``cpu_time`` (the process's CPU seconds over the same span: unlike the wall time it does not grow
+    when other jobs share the cores, so CPU budgets count it)."""
     evaluated = [h for h in history if h["test_accuracy"] is not None or h["test_loss"] is not None]
     last = evaluated[-1] if evaluated else {}
     out = {"test_accuracy": last.get("test_accuracy"), "test_loss": last.get("test_loss"),
@@ -340,7 +343,7 @@ def final_metrics(history: list[dict], wall: float) -> dict:
            "bits_down_total": int(sum(h["bits_down"] for h in history)),
            "bits_up_per_round": float(np.mean([h["bits_up"] for h in history])) if history else 0.0,
            "bits_down_per_round": float(np.mean([h["bits_down"] for h in history])) if history else 0.0,
-           "wall_time": wall}
+           "wall_time": wall, **({} if cpu is None else {"cpu_time": cpu})}
     accs = [(h["test_accuracy"], h["round"]) for h in evaluated if h["test_accuracy"] is not None]
     if accs:
         best = max(accs)
@@ -396,7 +399,8 @@ def prepare(exp: Experiment, device: torch.device | str, data: FederatedDataset 
 
 
 def make_result(exp: Experiment, p: Prepared, out: engine.LoopResult, wall: float, execution: dict,
-                init: torch.Tensor | None = None, threads_rule: str | None = None) -> RunResult:
+                init: torch.Tensor | None = None, threads_rule: str | None = None,
+                cpu: float | None = None) -> RunResult:
     """The run's result and record from what ``engine`` returned (the trained model loaded into ``p.module``)."""
     module = p.module
     torch.nn.utils.vector_to_parameters(out.params.detach(), module.parameters())
@@ -412,6 +416,6 @@ def make_result(exp: Experiment, p: Prepared, out: engine.LoopResult, wall: floa
     if threads_rule:
         env["threads_rule"] = threads_rule
     return RunResult(config, config_hash(config), run_code_version(exp.algorithm), env, p.partition,
-                     out.history, {**final_metrics(out.history, wall), "num_params": p.fmodel.layout.size},
+                     out.history, {**final_metrics(out.history, wall, cpu), "num_params": p.fmodel.layout.size},
                      out.status, out.message, module.eval(), execution,
                      {"fingerprint": config["init_fingerprint"]} if init is not None else p.initial_model)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import cli, report, runner
+from benchmark import Experiment, cli, report, runner
 from theory import empirical
 from theory.empirical import run as erun
 from theory.empirical.claim import METRICS, VERDICTS, Claim, Comparison, Margin, arm
@@ -364,3 +364,22 @@ def test_claims_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
     assert cli.main(["claims", "--dry-run", "--paper", "bherd", "--json"]) == 0
     (plan,) = json.loads(capsys.readouterr().out)
     assert plan["paper"] == "bherd" and plan["scales"][0]["looks"] == [5, 10]
+
+
+def test_the_budget_counts_cpu_time_not_wall_time():
+    """A run slowed by other jobs on the cores (wall time 3x its CPU time) costs its CPU time; a record made before
+    cpu_time was recorded costs its wall time; a batched run costs its share of the batch."""
+    from theory.empirical.run import cell_seconds
+
+    a, b, c = (Experiment(dataset="digits", seed=s) for s in range(3))
+    recs = {a.config_hash(): {"final": {"wall_time": 30.0, "cpu_time": 10.0}},
+            b.config_hash(): {"final": {"wall_time": 8.0}},
+            c.config_hash(): {"final": {"wall_time": 40.0, "cpu_time": 20.0}, "execution": {"group_runs": 4}}}
+    assert cell_seconds(recs, [a, b, c]) == pytest.approx(10.0 + 8.0 + 5.0)
+
+
+def test_a_run_records_its_cpu_time():
+    from benchmark import run
+
+    r = run(Experiment(dataset="digits", model="logreg", num_clients=4, rounds=2, local_steps=1))
+    assert r.final["cpu_time"] > 0 and r.final["wall_time"] > 0

@@ -53,13 +53,15 @@ def _records(folder: Path) -> dict[str, dict]:
 
 
 def cell_seconds(recs: dict, exps) -> float:
-    """Summed wall time of the cells' runs as recorded, a batched run counting its share of the batch (its
-    record holds the whole batch's time): what the claims cost, whenever the report is written."""
+    """Summed CPU time of the cells' runs as recorded (``final.cpu_time``; the wall time for records made before
+    it was recorded), a batched run counting its share of the batch (its record holds the whole batch's time):
+    what the claims cost, whenever the report is written. CPU time, not wall time: on a shared machine the wall
+    time of a run grows with the load and would end the looks early for a budget the runs did not spend."""
     total = 0.0
     for h in {e.config_hash() for e in exps}:
-        r = recs.get(h) or {}
-        wall = (r.get("final") or {}).get("wall_time") or 0.0
-        total += wall / max(1, int((r.get("execution") or {}).get("group_runs") or 1))
+        f = (recs.get(h) or {}).get("final") or {}
+        spent = f.get("cpu_time", f.get("wall_time")) or 0.0
+        total += spent / max(1, int(((recs.get(h) or {}).get("execution") or {}).get("group_runs") or 1))
     return float(total)
 
 
