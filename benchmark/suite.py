@@ -26,11 +26,13 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+from algorithms.core import plugins as plugin_loader
+
 from .experiment import DICT_FIELDS, Experiment
 
 SUITES_DIR = Path(__file__).parent / "suites"
 TOP_KEYS = ("name", "description", "paper", "requires", "metric", "defaults", "matrix", "override", "reference",
-            "notes", "scale", "divergence_factor")
+            "notes", "scale", "plugins", "divergence_factor")
 DIVERGENCE = "divergence_factor"  # the divergence rule (benchmark.engine): a number > 1, or false (off) in a suite
 SCALES = ("paper", "reduced")  # "paper": the paper's own setting, its numbers are comparable; else orientation only
 FIELDS = tuple(f.name for f in dataclasses.fields(Experiment))
@@ -67,6 +69,7 @@ class Suite:
     requires: str = "cpu"
     notes: dict = field(default_factory=dict)
     scale: str = "reduced"
+    plugins: list = field(default_factory=list)  # the provenance of the plugins the suite file names
 
 
 def suite_names() -> list[str]:
@@ -282,6 +285,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
     if raw.get("scale", "reduced") not in SCALES:
         raise SuiteError(f"{where}: scale must be one of {SCALES} (\"paper\": the paper's own setting, so its "
                          f"references are comparable), got {raw.get('scale')!r}")
+    loaded = load_plugins(raw.get("plugins", []), path, where)
     defaults = raw.get("defaults", {})
     _check_fields(defaults, f"{where} [defaults]")
     if DIVERGENCE in raw:  # the suite's divergence rule, for every cell
@@ -296,7 +300,23 @@ def load_suite(name_or_path: str | Path) -> Suite:
     if not cells:
         raise SuiteError(f"{where}: the suite has no cells ([matrix] is empty)")
     return Suite(path.stem, path, raw.get("description", ""), cells, refs, raw.get("metric", "test_accuracy"),
-                 raw.get("paper"), raw.get("requires", "cpu"), raw.get("notes", {}), raw.get("scale", "reduced"))
+                 raw.get("paper"), raw.get("requires", "cpu"), raw.get("notes", {}), raw.get("scale", "reduced"),
+                 loaded)
+
+
+def load_plugins(specs, path: Path, where: str) -> list[dict]:
+    """A suite's ``plugins = ["my_alg.py", "mypkg.algs"]``: files relative to the suite file, or module names
+    (``algorithms.core.plugins``); their provenance."""
+    if isinstance(specs, str) or not isinstance(specs, list) or not all(isinstance(x, str) for x in specs):
+        raise SuiteError(f"{where}: plugins must be a list of file paths (relative to the suite file) or module "
+                         f"names, e.g. plugins = [\"my_alg.py\"], got {specs!r}")
+    out = []
+    for spec in specs:
+        try:
+            out.append(plugin_loader.load(spec, base=path.parent).provenance())
+        except plugin_loader.PluginError as e:
+            raise SuiteError(f"{where}: plugins: {e}") from None
+    return out
 
 
 def parse_only(only: list[str]) -> dict:
