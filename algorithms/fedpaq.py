@@ -10,7 +10,7 @@ compressed layer (``per_layer=True``, as QSGD's bucketing by tensor) to conv/lin
 32 + 8 ceil(d_l/8) + 8 ceil(d_l (b-1)/8).
 
 ``bits=32`` sends the update in fp32 (the identity operator, no quantization): FedPAQ(identity) ==
-FedAvg (DESIGN.md's equivalence, tested). Registered twice: ``fedpaq`` (3 bits by default) and
+FedAvg (tested in ``tests/test_sign_baselines.py``). Registered twice: ``fedpaq`` (3 bits by default) and
 ``fedpaq_4bit`` (a configuration with 4 bits by default), so that a suite's algorithm list can hold both Table 5 columns.
 """
 from __future__ import annotations

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 import algorithms
-from algorithms.core import optim
+from algorithms.core import optim, plugins
 
 from . import engine, numerics, store
 from . import executors as ex
@@ -118,6 +118,9 @@ class Experiment:
         d["model"] = self.model if isinstance(self.model, str) else _qualname(self.model)
         if self.local_steps is not None:
             d["local_epochs"] = None
+        source = plugins.source_sha256(self.algorithm) if isinstance(self.algorithm, str) else None
+        if source:  # an algorithm from a plugin: its code is part of what is computed (built-ins: no key)
+            d["algorithm_source"] = f"sha256:{source}"
         return d
 
     def config_hash(self) -> str:
@@ -197,6 +200,16 @@ def code_version() -> dict:
     except (OSError, subprocess.SubprocessError):
         pass
     return {"package": pkg, "git_commit": commit, "git_dirty": dirty}
+
+
+def run_code_version(algorithm: str) -> dict:
+    """``code_version()`` and, when plugins are loaded or the algorithm is not a built-in, ``plugins``: the
+    provenance of each (origin, sha256 of its source, the names it registered; ``algorithms.core.plugins``)."""
+    loaded = [p.provenance() for p in plugins.loaded()]
+    own = plugins.algorithm_provenance(algorithm) if isinstance(algorithm, str) else None
+    if own is not None and own not in loaded:
+        loaded.append(own)
+    return {**code_version(), "plugins": loaded} if loaded else code_version()
 
 
 def environment(device: torch.device) -> dict:
@@ -323,7 +336,10 @@ def model_fingerprint(module: torch.nn.Module) -> str:
     return h.hexdigest()[:16]
 
 
-def final_metrics(history: list[dict], wall: float) -> dict:
+def final_metrics(history: list[dict], wall: float, cpu: float | None = None) -> dict:
+    """The run's summary: last evaluated metrics, bits, ``wall_time`` (seconds since the job started) and, when
+    measured, ``cpu_time`` (the process's CPU seconds over the same span: unlike the wall time it does not grow
+    when other jobs share the cores, so CPU budgets count it)."""
     evaluated = [h for h in history if h["test_accuracy"] is not None or h["test_loss"] is not None]
     last = evaluated[-1] if evaluated else {}
     out = {"test_accuracy": last.get("test_accuracy"), "test_loss": last.get("test_loss"),
@@ -332,7 +348,7 @@ def final_metrics(history: list[dict], wall: float) -> dict:
            "bits_down_total": int(sum(h["bits_down"] for h in history)),
            "bits_up_per_round": float(np.mean([h["bits_up"] for h in history])) if history else 0.0,
            "bits_down_per_round": float(np.mean([h["bits_down"] for h in history])) if history else 0.0,
-           "wall_time": wall}
+           "wall_time": wall, **({} if cpu is None else {"cpu_time": cpu})}
     accs = [(h["test_accuracy"], h["round"]) for h in evaluated if h["test_accuracy"] is not None]
     if accs:
         best = max(accs)
@@ -388,7 +404,8 @@ def prepare(exp: Experiment, device: torch.device | str, data: FederatedDataset 
 
 
 def make_result(exp: Experiment, p: Prepared, out: engine.LoopResult, wall: float, execution: dict,
-                init: torch.Tensor | None = None, threads_rule: str | None = None) -> RunResult:
+                init: torch.Tensor | None = None, threads_rule: str | None = None,
+                cpu: float | None = None) -> RunResult:
     """The run's result and record from what ``engine`` returned (the trained model loaded into ``p.module``)."""
     module = p.module
     torch.nn.utils.vector_to_parameters(out.params.detach(), module.parameters())
@@ -405,7 +422,7 @@ def make_result(exp: Experiment, p: Prepared, out: engine.LoopResult, wall: floa
     env = environment(p.device)
     if threads_rule:
         env["threads_rule"] = threads_rule
-    return RunResult(config, config_hash(config), code_version(), env, p.partition,
-                     out.history, {**final_metrics(out.history, wall), "num_params": p.fmodel.layout.size},
+    return RunResult(config, config_hash(config), run_code_version(exp.algorithm), env, p.partition,
+                     out.history, {**final_metrics(out.history, wall, cpu), "num_params": p.fmodel.layout.size},
                      out.status, out.message, module.eval(), execution,
                      {"fingerprint": config["init_fingerprint"]} if init is not None else p.initial_model)

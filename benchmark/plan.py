@@ -357,12 +357,12 @@ def execute(job: Job, *, observers: Sequence[Sequence] | None = None, init: torc
     ``optimizer`` replace the experiments' (the theory checks' schedules, which an Experiment cannot state).
     """
     rule = use_threads(job.threads)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with numerics.applied():  # the process's numerics policy (TF32, determinism), recorded in each record
         preps, runs, hypers = start(job, init, lr_schedule, optimizer)
         for i, out in engine.run_rounds(runs, job.executor, hypers, observers):
             yield i, make_result(job.experiments[i], preps[i], out, time.perf_counter() - t0, job.execution(i),
-                                 init, rule)
+                                 init, rule, cpu=time.process_time() - c0)
 
 
 def start(job: Job, init: torch.Tensor | None = None, lr_schedule: Callable[[int], float] | None = None,

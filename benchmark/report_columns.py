@@ -8,7 +8,7 @@ import json
 # Config fields that make a leaderboard column, in label order; any other varying field (lr, optimizer,
 # rounds, ...) joins them only when it separates runs these do not (see ``column_keys``).
 COLUMN_KEYS = ("dataset", "model", "partition", "num_clients", "clients_per_round", "dataset_args", "model_args")
-NOT_COLUMN_KEYS = {"algorithm", "algorithm_args", "seed", "executor", "executor_used", "device", "data_root",
+NOT_COLUMN_KEYS = {"algorithm", "algorithm_args", "algorithm_source", "seed", "executor", "executor_used", "device", "data_root",
                    "download"}
 
 

@@ -16,20 +16,23 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
-import traceback
 from collections import Counter
 from pathlib import Path
 
-from . import cost, lifeline, plan, store
-from .experiment import Experiment, code_version, config_hash
+from . import backends, cell_claims, cost, oom, plan, store
+from .backends import compute_cell, failed_record  # noqa: F401 - where the runner's callers find them
+from .experiment import Experiment, code_version
 from .plan import BACKENDS, Job, Threads, choose_threads, usable_cpus
 # suite files are parsed in benchmark.suite; these names stay importable from here for callers not yet moved
 from .suite import (Cell, Reference, Suite, SuiteError, load_suite, select_cells,  # noqa: F401
                     suite_names, suite_path)
 from .suite import matches as _matches  # noqa: F401
 
-FINISHED = ("ok", "diverged")  # statuses that are not run again; "failed" cells are retried
+FINISHED = store.FINISHED  # statuses that are not run again; "failed" cells are retried
+
+
+class DiskFull(store.StoreError):
+    """A record could not be written for lack of space: the suite stops (the record is rescued elsewhere)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -40,54 +43,62 @@ def results_dir(results_root: str | os.PathLike, suite: str, version: str | None
     return Path(results_root) / suite / (version or code_version()["package"])
 
 
-def compute_cell(job: Job) -> dict:
-    """Run a job of one cell and return its record; a failure is recorded, never raised."""
-    exp = job.experiments[0]
-    t0 = time.perf_counter()
+def save_cell(out_dir: str | os.PathLike, rec: dict, keep_finished: bool = False) -> dict:
+    """Write a cell's record (to a printed fallback folder if ``out_dir`` fails); return its summary.
+    ``keep_finished``: another runner's finished record is kept (``written`` False). A full disk raises
+    :class:`DiskFull` once the record is rescued (or printed on stderr where nothing can be written)."""
+    errors: list = []
     try:
-        [(_, res)] = list(plan.execute(job))
-        rec = json.loads(res.to_json(indent=None))
-    except Exception as e:  # noqa: BLE001 - a failing cell is a result, and the suite goes on
-        rec = failed_record(exp, e, time.perf_counter() - t0)
-    assert rec["config_hash"] == exp.config_hash(), "config hash changed while running"
-    return rec
+        path, why = store.write_record_or_rescue(out_dir, rec, keep_finished, errors)
+    except store.StoreError as e:
+        if not any(store.is_disk_full(x) for x in errors):
+            raise
+        print(json.dumps(store.seal(rec), default=str), file=sys.stderr)
+        raise DiskFull(f"disk full: {e}; the record is printed on stderr above; the suite stops: free some space "
+                       "and run the same command again to resume") from None
+    summary = {"config_hash": rec["config_hash"], "status": rec["status"], "message": rec.get("message", ""),
+               "metric": rec["final"].get("test_accuracy"), "path": str(path), "rescued": why,
+               "written": path is not None}
+    if any(store.is_disk_full(x) for x in errors):
+        raise DiskFull(f"disk full: could not write cell {rec['config_hash']}'s record to {out_dir} ({why}); it is "
+                       f"saved in {path}; the suite stops: free some space and run the same command again to resume")
+    return summary
 
 
-def failed_record(exp: Experiment, error: BaseException, wall: float) -> dict:
-    """The record of a cell that failed (it is run again on resume)."""
-    cfg = exp.config()
-    return {"schema": 1, "config": cfg, "config_hash": config_hash(cfg), "code_version": code_version(),
-            "environment": {}, "partition": {}, "history": [], "final": {"wall_time": wall},
-            "status": "failed", "message": f"{type(error).__name__}: {error}",
-            "traceback": "".join(traceback.format_exception(error, limit=20))}
-
-
-def save_cell(out_dir: str | os.PathLike, rec: dict) -> dict:
-    """Write a cell's record (to a printed fallback folder if ``out_dir`` fails); return its summary."""
-    path, why = store.write_record_or_rescue(out_dir, rec)
-    return {"config_hash": rec["config_hash"], "status": rec["status"], "message": rec.get("message", ""),
-            "metric": rec["final"].get("test_accuracy"), "path": str(path), "rescued": why}
-
-
-def run_job(job: Job, out_dir: str):
-    """Run a job, writing each run's record as soon as that run finishes; yield each summary. A batched job
-    that fails as a whole runs its unfinished cells one by one (each failure recorded)."""
+def run_job(job: Job, out_dir: str, save=save_cell):
+    """Run a job, writing each run's record (``save(out_dir, rec)``) as soon as that run finishes; yield each
+    summary. A batched job that fails for memory is split in halves and retried, down to runs alone
+    (``benchmark.oom``); one that fails otherwise runs its unfinished cells one by one (each failure recorded)."""
     if len(job) == 1:
-        yield save_cell(out_dir, compute_cell(job))
+        yield save(out_dir, compute_cell(job))
         return
-    finished = set()
-    try:
-        for i, res in plan.execute(job):
-            rec = json.loads(res.to_json(indent=None))
-            assert rec["config_hash"] == job.experiments[i].config_hash(), "config hash changed while running"
-            finished.add(i)
-            yield save_cell(out_dir, rec)
-    except Exception as e:  # noqa: BLE001 - fall back to the cells one by one, which record their failures
-        print(f"fedrepro: a batched job of {len(job)} {job.experiments[0].algorithm} cells failed "
-              f"({type(e).__name__}: {e}); running its unfinished cells one by one", file=sys.stderr)
-        for i, single in enumerate(plan.split(job)):
-            if i not in finished:
-                yield save_cell(out_dir, compute_cell(single))
+    finished, runs = set(), plan.execute(job)
+    while True:
+        try:
+            i, res = next(runs)
+        except StopIteration:
+            return
+        except Exception as e:  # noqa: BLE001 - retried smaller, or the cells one by one, which record their failures
+            why, memory = f"{type(e).__name__}: {e}", oom.is_out_of_memory(e)
+            break
+        rec = json.loads(res.to_json(indent=None))
+        assert rec["config_hash"] == job.experiments[i].config_hash(), "config hash changed while running"
+        finished.add(i)
+        yield save(out_dir, rec)  # a full disk (DiskFull) stops the suite: not a failure of the job
+    del runs
+    rest = [i for i in range(len(job)) if i not in finished]
+    if memory:
+        oom.free_memory()
+        parts = [rest[:len(rest) // 2], rest[len(rest) // 2:]]
+        print(f"fedrepro: a batched job of {len(job)} {job.experiments[0].algorithm} cells ran out of memory "
+              f"({why}); retrying its {len(rest)} unfinished cells as jobs of {len(parts[0])} and {len(parts[1])}",
+              file=sys.stderr)
+    else:
+        parts = [[i] for i in rest]
+        print(f"fedrepro: a batched job of {len(job)} {job.experiments[0].algorithm} cells failed ({why}); running "
+              "its unfinished cells one by one", file=sys.stderr)
+    for part in parts:
+        yield from run_job(cell_claims.part_of(job, part), out_dir, save)
 
 
 def pending(exps: list[Experiment], out_dir: Path) -> tuple[list[Experiment], int]:
@@ -147,12 +158,15 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
                     desc: str = "cells", group_runs: int | None = None, device: str | None = None,
                     executor: str | None = None) -> dict:
     """Run every experiment in ``exps`` that has no finished record in ``out_dir`` (resumable); return counts
-    by status ("skipped" = already finished). Suites, ``fedrepro tune`` and the empirical claims all run their
-    cells through here, as ``benchmark.plan`` plans them: ``device``/``executor`` override the experiments'
-    own, ``group_runs`` bounds the batched jobs (None: the planner's default; 1: every cell alone). The
-    results folder is checked writable and the plan made before any work (``store.StoreError``,
-    ``SuiteError``); unreadable records are moved aside (their cells run again). Batched jobs run in this
-    process, the cells alone go to ``backend``."""
+    by status ("skipped" = already finished; "duplicate" = computed here, but another runner's record was
+    written first). Suites, ``fedrepro tune`` and the empirical claims all run their cells through here, as
+    ``benchmark.plan`` plans them: ``device``/``executor`` override the experiments' own, ``group_runs``
+    bounds the batched jobs (None: the planner's default; 1: every cell alone). The results folder is checked
+    writable and the plan made before any work (``store.StoreError``, ``SuiteError``); unreadable records are
+    moved aside (their cells run again). Runners sharing ``out_dir`` divide its cells (``benchmark.cell_claims``):
+    a job runs once this runner claims its cells; one claimed by a live runner is waited for, taken over if
+    that runner dies. Batched jobs run in this process, the cells alone go to ``backend``. A full disk stops
+    the suite (:class:`DiskFull`) once the record is rescued."""
     if backend not in BACKENDS:
         raise SuiteError(f"unknown backend {backend!r}; choose local, process or ray")
     check_jobs(jobs)
@@ -168,7 +182,7 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
         raise SuiteError(str(e)) from None
     for note in grouping_notes(exps) if any(len(j) > 1 for j in planned) else []:
         print(f"fedrepro: {note}", file=sys.stderr)
-    counts = {"skipped": skipped, "ok": 0, "diverged": 0, "failed": 0}
+    counts = {"skipped": skipped, "ok": 0, "diverged": 0, "failed": 0, "duplicate": 0}
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -176,8 +190,8 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
         bar = tqdm(total=len(exps) + skipped, initial=skipped, desc=desc, unit="cell")
 
     def done(summary):
-        counts[summary["status"]] = counts.get(summary["status"], 0) + 1
-        if summary["status"] == "failed":
+        counts[summary["status"] if summary["written"] else "duplicate"] += 1
+        if summary["status"] == "failed" and summary["written"]:
             print(f"cell {summary['config_hash']} failed: {summary['message']}", file=sys.stderr)
         if summary.get("rescued"):
             print(f"fedrepro: could not write cell {summary['config_hash']}'s record to {out_dir} "
@@ -185,105 +199,50 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
         if bar is not None:
             bar.update(1)
 
+    def save(folder, rec):
+        return save_cell(folder, rec, keep_finished=True)
+
+    def log(msg):
+        print(f"fedrepro: {msg}", file=sys.stderr)
+
     try:
-        alone = [j for j in planned if len(j) == 1]
-        for job in planned if backend == "local" else [j for j in planned if len(j) > 1]:
-            for summary in run_job(job, str(out_dir)):
-                done(summary)
-        if alone and backend == "process":
-            _run_process(alone, str(out_dir), jobs, done)
-        elif alone and backend == "ray":
-            _run_ray(alone, str(out_dir), address, done)
+        with cell_claims.Claims(out_dir, log=log) as claims:
+            queue = cell_claims.JobQueue(planned, claims, _settled(out_dir, exps), cell_claims.part_of)
+            if backend == "local":
+                while (job := queue.take()) is not None:
+                    for summary in run_job(job, str(out_dir), save):
+                        done(summary)
+                    queue.release(job)
+            else:
+                if backend == "process":
+                    n, _, note = process_plan(jobs, len(exps))
+                    if note:
+                        log(note)
+                    backends.run_process(queue, str(out_dir), n, done, save, run_job)
+                else:
+                    backends.run_ray(queue, str(out_dir), address, done, save, run_job)
     finally:
         if bar is not None:
             bar.close()
     return counts
 
 
-# --------------------------------------------------------------------------------------------------
-# The process backend: records are written by the parent only, and workers end when it ends (lifeline)
-
-
-def _stop_workers(pool) -> None:
-    """End a pool's workers now (Ctrl-C or an error in the parent): running cells are abandoned."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        p.join(timeout=5)
-        if p.is_alive():
-            p.kill()
-
-
-def _run_process(planned: list[Job], out_dir: str, jobs: int | str | None, done) -> None:
-    import concurrent.futures as cf
-    import multiprocessing as mp
-
-    workers, _, note = process_plan(jobs, len(planned))
-    if note:
-        print(f"fedrepro: {note}", file=sys.stderr)
-    # spawn: a worker starts light (benchmark.lifeline arms its death signal), then imports torch
-    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                  initializer=lifeline.die_with_parent, initargs=(os.getpid(),))
-    try:
-        futures = [pool.submit(compute_cell, j) for j in planned]
-        for f in cf.as_completed(futures):
-            done(save_cell(out_dir, f.result()))  # the parent writes: no record once it is gone
-    except BaseException:
-        _stop_workers(pool)
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-# --------------------------------------------------------------------------------------------------
-# The Ray backend: a local Ray or a cluster; node losses are retried, the driver writes the records
-
-
-RAY_TASK_RETRIES = 3  # a task whose worker or node dies runs again on another node, up to this many times
-
-
-def _run_ray(planned: list[Job], out_dir: str, address: str | None, done) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise SuiteError("--backend ray needs Ray: pip install 'fedrepro[ray]'") from None
-    started_here = False
-    if not ray.is_initialized():
-        # no address: a new local Ray of our own ("local"), never a cluster that happens to run on this machine
-        # (ray.init() without an address joins the newest one started with `ray start`)
-        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
-                 **({} if address else {"num_cpus": usable_cpus()}))
-        started_here = True
-    try:
-        gpus = ray.cluster_resources().get("GPU", 0)
-        # several cells share a GPU: each asks for a fraction
-        task = ray.remote(num_cpus=1, num_gpus=0.25 if gpus else 0, max_retries=RAY_TASK_RETRIES)(compute_cell)
-        cells = {task.remote(j): j.experiments[0] for j in planned}
-        pending = list(cells)
+def _settled(out_dir: Path, exps: list[Experiment]):
+    """``settled(config_hash)``: a record of that cell appeared (or changed) since now, so it needs no more work
+    from this runner (another runner wrote it); a failed record already here now is retried."""
+    def signature(h):
         try:
-            while pending:
-                # a short timeout: Ctrl-C is only raised between calls, and a blocking wait returns only when
-                # a cell ends (minutes for a long cell)
-                ready, pending = ray.wait(pending, num_returns=1, timeout=0.5)
-                if not ready:
-                    continue
-                try:
-                    rec = ray.get(ready[0])
-                except ray.exceptions.RayError as e:  # lost beyond its retries (nodes gone): a failed cell
-                    rec = failed_record(cells[ready[0]], e, 0.0)
-                done(save_cell(out_dir, rec))  # the driver writes each record once
-        except BaseException:  # Ctrl-C or an error: cancel what is queued or running
-            for ref in pending:
-                try:
-                    ray.cancel(ref, force=True)
-                except Exception:  # noqa: BLE001 - finished meanwhile
-                    pass
-            raise
-    finally:
-        if started_here:
-            ray.shutdown()
+            st = (out_dir / f"{h}.json").stat()
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns
+
+    before = {e.config_hash(): signature(e.config_hash()) for e in exps}
+
+    def settled(h: str) -> bool:
+        now = signature(h)
+        return now is not None and now != before.get(h)
+    return settled
 
 
 # --------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ When a record cannot be written where it belongs (a read-only or full disk after
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -26,9 +27,11 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 CHECKSUM_KEY = "checksum"
 STATUSES = ("ok", "diverged", "failed")
+FINISHED = ("ok", "diverged")  # statuses that are not run again; "failed" cells are retried
 # the keys every run record has, with their types
 REQUIRED = {"config": dict, "config_hash": str, "status": str, "history": list, "final": dict}
 RESCUE_ENV = "FEDREPRO_RESCUE_DIR"  # where records go when their folder cannot be written
@@ -91,7 +94,11 @@ def problem(record, name: str | None = None) -> str | None:
 # Writing
 
 
-def write_json_atomic(path: str | os.PathLike, obj, indent: int | None = 1) -> Path:
+def write_json_atomic(path: str | os.PathLike, obj, indent: int | None = 1,
+                      keep: Callable[[Path], bool] | None = None) -> Path | None:
+    """Write ``obj`` as JSON to ``path`` atomically (a temporary file renamed over it). With ``keep``, a file
+    already at ``path`` for which ``keep(path)`` holds is left as it is and None is returned (no file is
+    ever replaced by a concurrent writer that checked before it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
@@ -101,6 +108,15 @@ def write_json_atomic(path: str | os.PathLike, obj, indent: int | None = 1) -> P
             json.dump(obj, f, indent=indent, default=str)
             f.flush()
             os.fsync(f.fileno())
+        if keep is not None:
+            try:
+                os.link(tmp, path)  # only where no file is: atomic, and fails if one appeared
+                os.unlink(tmp)
+                return path
+            except FileExistsError:
+                if keep(path):
+                    os.unlink(tmp)
+                    return None
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -121,33 +137,51 @@ def record_path(folder: str | os.PathLike, record: dict) -> Path:
     return Path(folder) / f"{record['config_hash']}.json"
 
 
-def write_record(folder: str | os.PathLike, record: dict) -> Path:
-    """Write one run record, sealed with its checksum, as ``<folder>/<config_hash>.json``."""
-    return write_json_atomic(record_path(folder, record), seal(record))
+def write_record(folder: str | os.PathLike, record: dict, keep_finished: bool = False) -> Path | None:
+    """Write one run record, sealed with its checksum, as ``<folder>/<config_hash>.json``. With
+    ``keep_finished``, a finished record already there (another runner's, ``benchmark.cell_claims``) is kept
+    and None returned: a result is never written twice."""
+    return write_json_atomic(record_path(folder, record), seal(record), keep=_finished if keep_finished else None)
+
+
+def _finished(path: Path) -> bool:
+    try:
+        return load_record(path)["status"] in FINISHED
+    except (OSError, ValueError):
+        return False
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """``error`` says the disk (or the user's quota) is full."""
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def rescue_dir() -> Path:
     return Path(os.environ.get(RESCUE_ENV) or Path(tempfile.gettempdir()) / "fedrepro-rescued")
 
 
-def write_record_or_rescue(folder: str | os.PathLike, record: dict) -> tuple[Path, str | None]:
+def write_record_or_rescue(folder: str | os.PathLike, record: dict, keep_finished: bool = False,
+                           errors: list | None = None) -> tuple[Path | None, str | None]:
     """Write the record to ``folder``; if that fails, to :func:`rescue_dir` (then the working folder).
 
-    Returns the path written and, when it is a fallback, why the intended folder failed. Raises only
-    when no place at all can be written.
+    Returns the path written (None: ``keep_finished`` kept another runner's finished record) and, when it is
+    a fallback, why the intended folder failed; the OSError itself is appended to ``errors`` if given.
+    Raises only when no place at all can be written.
     """
     try:
-        return write_record(folder, record), None
+        return write_record(folder, record, keep_finished), None
     except OSError as e:
         why = f"{type(e).__name__}: {e}"
-    errors = []
+        if errors is not None:
+            errors.append(e)
+    tried = []
     for fallback in (rescue_dir(), Path.cwd() / "fedrepro-rescued"):
         try:
             return write_record(fallback, record), why
         except OSError as e:
-            errors.append(f"{fallback}: {e}")
+            tried.append(f"{fallback}: {e}")
     raise StoreError(f"could not write run record {record.get('config_hash')} to {folder} ({why}) nor to "
-                     f"any fallback ({'; '.join(errors)})")
+                     f"any fallback ({'; '.join(tried)})")
 
 
 def check_writable_folder(folder: str | os.PathLike, what: str = "results folder") -> Path:

@@ -26,11 +26,14 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+from algorithms.core import plugins as plugin_loader
+
 from .experiment import DICT_FIELDS, Experiment
 
 SUITES_DIR = Path(__file__).parent / "suites"
 TOP_KEYS = ("name", "description", "paper", "requires", "metric", "defaults", "matrix", "override", "reference",
-            "notes", "scale")
+            "notes", "scale", "plugins", "divergence_factor")
+DIVERGENCE = "divergence_factor"  # the divergence rule (benchmark.engine): a number > 1, or false (off) in a suite
 SCALES = ("paper", "reduced")  # "paper": the paper's own setting, its numbers are comparable; else orientation only
 FIELDS = tuple(f.name for f in dataclasses.fields(Experiment))
 
@@ -66,6 +69,7 @@ class Suite:
     requires: str = "cpu"
     notes: dict = field(default_factory=dict)
     scale: str = "reduced"
+    plugins: list = field(default_factory=list)  # the provenance of the plugins the suite file names
 
 
 def suite_names() -> list[str]:
@@ -238,7 +242,7 @@ def _cells(where: str, defaults: dict, matrices: list[dict], overrides: list[dic
                     cfg = _apply(cfg, o.get("set", {}))
             check_option_keys(cfg, f"{where}: cell {cfg}")
             try:
-                exp = Experiment(**cfg)
+                exp = Experiment(**divergence_rule(cfg, where))
                 exp.validate()
             except (TypeError, ValueError) as e:
                 raise SuiteError(f"{where}: invalid cell {cfg}: {e}") from None
@@ -253,6 +257,16 @@ def _cells(where: str, defaults: dict, matrices: list[dict], overrides: list[dic
         if not any(c.references and r in c.references for c in cells):
             raise _no_match_error(f"{where} [[reference]] #{i + 1}", r.match, [c.experiment.config() for c in cells])
     return cells
+
+
+def divergence_rule(cfg: dict, where: str) -> dict:
+    """``cfg`` with the suite spelling of the divergence rule made an Experiment's: ``false`` switches it off
+    (None: only NaN/inf count as diverged); ``true`` names no factor and is an error."""
+    v = cfg.get(DIVERGENCE)
+    if v is True:
+        raise SuiteError(f"{where}: {DIVERGENCE} = true names no factor: give a number > 1 (e.g. 100, the default) or "
+                         "false to switch the rule off")
+    return {**cfg, DIVERGENCE: None} if v is False else cfg
 
 
 def load_suite(name_or_path: str | Path) -> Suite:
@@ -271,8 +285,13 @@ def load_suite(name_or_path: str | Path) -> Suite:
     if raw.get("scale", "reduced") not in SCALES:
         raise SuiteError(f"{where}: scale must be one of {SCALES} (\"paper\": the paper's own setting, so its "
                          f"references are comparable), got {raw.get('scale')!r}")
+    loaded = load_plugins(raw.get("plugins", []), path, where)
     defaults = raw.get("defaults", {})
     _check_fields(defaults, f"{where} [defaults]")
+    if DIVERGENCE in raw:  # the suite's divergence rule, for every cell
+        if DIVERGENCE in defaults:
+            raise SuiteError(f"{where}: {DIVERGENCE} is set both at the top level and in [defaults]: keep one")
+        defaults = {**defaults, DIVERGENCE: raw[DIVERGENCE]}
     matrices = _matrices(raw, where)
     overrides = raw.get("override", [])
     _check_overrides(overrides, where)
@@ -281,7 +300,23 @@ def load_suite(name_or_path: str | Path) -> Suite:
     if not cells:
         raise SuiteError(f"{where}: the suite has no cells ([matrix] is empty)")
     return Suite(path.stem, path, raw.get("description", ""), cells, refs, raw.get("metric", "test_accuracy"),
-                 raw.get("paper"), raw.get("requires", "cpu"), raw.get("notes", {}), raw.get("scale", "reduced"))
+                 raw.get("paper"), raw.get("requires", "cpu"), raw.get("notes", {}), raw.get("scale", "reduced"),
+                 loaded)
+
+
+def load_plugins(specs, path: Path, where: str) -> list[dict]:
+    """A suite's ``plugins = ["my_alg.py", "mypkg.algs"]``: files relative to the suite file, or module names
+    (``algorithms.core.plugins``); their provenance."""
+    if isinstance(specs, str) or not isinstance(specs, list) or not all(isinstance(x, str) for x in specs):
+        raise SuiteError(f"{where}: plugins must be a list of file paths (relative to the suite file) or module "
+                         f"names, e.g. plugins = [\"my_alg.py\"], got {specs!r}")
+    out = []
+    for spec in specs:
+        try:
+            out.append(plugin_loader.load(spec, base=path.parent).provenance())
+        except plugin_loader.PluginError as e:
+            raise SuiteError(f"{where}: plugins: {e}") from None
+    return out
 
 
 def parse_only(only: list[str]) -> dict:

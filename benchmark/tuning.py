@@ -112,9 +112,15 @@ def tuning_cells(base: Experiment, plan: TuningPlan) -> list[tuple[int, int, Exp
             for i, p in enumerate(plan.points()) for s in plan.tune_seeds]
 
 
-def final_cells(base: Experiment, point: dict, plan: TuningPlan) -> list[Experiment]:
+def final_cells(base: Experiment, point: dict, plan: TuningPlan, seeds=None) -> list[Experiment]:
+    """The final runs at the chosen point: on ``plan.final_seeds``, or on ``seeds`` (e.g. one look of a
+    sequential design), which must be fresh too."""
+    seeds = plan.final_seeds if seeds is None else tuple(int(s) for s in seeds)
+    common = sorted(set(seeds) & set(plan.tune_seeds))
+    if common:
+        raise ValueError(f"final seeds must be fresh (not used for tuning); both use {common}")
     chosen = apply_point(base, point)
-    return [dataclasses.replace(chosen, seed=s) for s in plan.final_seeds]
+    return [dataclasses.replace(chosen, seed=s) for s in seeds]
 
 
 def _score(rec: dict | None) -> float:
@@ -179,16 +185,33 @@ def _records(folder: Path) -> dict[str, dict]:
     return {r["config_hash"]: r for r in store.read_records(folder)}
 
 
+def tune_all(items: list[tuple[Experiment, TuningPlan]], out_dir, backend: str = "local", jobs: int | None = None,
+             progress: bool = True, desc: str = "tuning", group_runs: int | None = None) -> tuple[list[dict], dict]:
+    """Steps 1 and 2 of the protocol for several (base, plan) pairs at once: every tuning cell goes to the runner
+    in one call (so it can batch grid points, seeds and methods that share shapes), then each pair's selection
+    is made and its tuning record written. Returns the tuning records, in the order of ``items``, and the
+    runner's cell counts. ``group_runs``: as in ``runner.run_experiments`` (None: the planner's default)."""
+    out_dir = Path(out_dir)
+    exps = [e for base, plan in items for _, _, e in tuning_cells(base, plan)]
+    counts = runner.run_experiments(exps, out_dir, backend, jobs, progress=progress, desc=desc,
+                                    group_runs=group_runs)
+    recs = _records(out_dir)
+    out = []
+    for base, plan in items:
+        rec = select(base, plan, recs)
+        store.write_json_atomic(out_dir / "tuning" / f"{rec['key']}.json", rec)
+        out.append(rec)
+    return out, counts
+
+
 def tune(base: Experiment, plan: TuningPlan, out_dir, backend: str = "local", jobs: int | None = None,
          progress: bool = True, run_final: bool = True, group_runs: int | None = None) -> TuneResult:
     """Run the tuning cells, select on the validation split, run the final cells (see the module docstring).
     ``group_runs``: as in ``runner.run_experiments`` (None: the planner's default; 1: one cell after another)."""
     out_dir = Path(out_dir)
-    exps = [e for _, _, e in tuning_cells(base, plan)]
-    counts = runner.run_experiments(exps, out_dir, backend, jobs, progress=progress,
-                                    desc=f"tune {base.algorithm}", group_runs=group_runs)
-    rec = select(base, plan, _records(out_dir))
-    path = store.write_json_atomic(out_dir / "tuning" / f"{rec['key']}.json", rec)
+    recs, counts = tune_all([(base, plan)], out_dir, backend, jobs, progress, desc=f"tune {base.algorithm}",
+                            group_runs=group_runs)
+    rec, path = recs[0], out_dir / "tuning" / f"{recs[0]['key']}.json"
     finals = []
     if run_final:
         fin = final_cells(base, rec["choice"], plan)

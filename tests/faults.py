@@ -5,6 +5,7 @@ argument."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -167,3 +169,36 @@ def read_only_dir_fixture(tmp_path):
         if immutable:
             subprocess.run(["chattr", "-i", str(d)], capture_output=True)
         d.chmod(0o755)
+
+
+# ---------------------------------------------------------------------------------------------- killed workers
+
+KILL_ONCE_ENV = "FEDREPRO_TEST_KILL_ONCE"  # a marker file: the first worker to train kills itself and creates it
+
+
+class _Killer(torch.nn.Module):
+    """A linear model whose forward, in a spawned worker (never in the test's own process), kills its own process
+    with SIGKILL at its 20th call, as the kernel's out-of-memory killer would: every time, or only the first time
+    when ``FEDREPRO_TEST_KILL_ONCE`` names a marker file that does not exist yet."""
+
+    def __init__(self, d: int, classes: int):
+        super().__init__()
+        self.lin = torch.nn.Linear(d, classes)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls == 20 and multiprocessing.parent_process() is not None:
+            once = os.environ.get(KILL_ONCE_ENV)
+            if not once or not os.path.exists(once):
+                if once:
+                    Path(once).touch()
+                os.kill(os.getpid(), signal.SIGKILL)
+        return self.lin(x.flatten(1))
+
+
+def killer_model(input_shape, num_classes):
+    d = 1
+    for s in input_shape:
+        d *= s
+    return _Killer(d, num_classes)

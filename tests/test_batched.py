@@ -8,7 +8,7 @@ import torch
 import algorithms
 from algorithms.core import Algorithm, Message
 from algorithms.core.hyper import MOMENTUM, POSITIVE, param
-from benchmark import Experiment, batched, plan
+from benchmark import Experiment, batched, contract, plan
 
 
 class _Momentumish(Algorithm):
@@ -121,28 +121,8 @@ def test_plan_groups_keeps_order_and_size():
 # A group's records equal the separate runs
 
 
-def _digits(**kw):
-    base = dict(dataset="digits", model="logreg", num_clients=6, clients_per_round=3, rounds=3, local_steps=2,
-                batch_size=16, eval_every=1, eval_train_samples=300)
-    return Experiment(**{**base, **kw})
-
-
-def _check_group(exps):
-    from benchmark import run
-    from tests.helpers import assert_same_history
-
-    grouped = plan.run_group(exps)
-    for e, g in zip(exps, grouped):
-        alone = run(e)
-        assert g.config_hash == alone.config_hash == e.config_hash()
-        assert g.status == alone.status == "ok"
-        assert g.execution["group_runs"] == len(exps)
-        # the stated tolerance: losses within 1e-4 relative + 1e-5 absolute, bits equal, every round
-        assert_same_history(alone, g, keys=("test_loss", "train_loss", "local_loss"))
-        pa = torch.nn.utils.parameters_to_vector(alone.model.parameters())
-        pg = torch.nn.utils.parameters_to_vector(g.model.parameters())
-        assert torch.allclose(pa, pg, rtol=1e-4, atol=1e-5)
-    return grouped
+_digits = contract._digits
+_check_group = contract.check_group
 
 
 @pytest.mark.parametrize("name", ["fedavg", "scaffold", "fedbat", "gradma", "fedswa"])
@@ -156,24 +136,7 @@ def test_three_seeds_two_lrs_equal_six_runs(name):
 
 @pytest.mark.parametrize("name", [n for n in algorithms.names() if algorithms.get_class(n).vectorizable])
 def test_every_vectorizable_algorithm_batches(name):
-    """Two runs differing in seed, partition, lr (if batchable) and one batchable hyperparameter (the
-    probe answers for every registered algorithm; non-float fields never enter its answer)."""
-    free = batched.tensor_fields(name)
-    cls = algorithms.get_class(name)
-    assert free <= set(batched._float_fields(cls)) | {"lr"}
-    other = {}
-    for f in sorted(free - {"lr"}):
-        values = batched._probe_values(cls, f)
-        if values is not None:
-            other = {f: values[1]}
-            break
-    lr2 = 0.05 if "lr" in free else 0.1
-    staged = name.startswith(("moon", "fedmlb"))  # MOON and FedMLB need a model of two stages
-    kw = dict(algorithm=name, rounds=2, model="mlp" if staged else "logreg")
-    exps = [_digits(seed=0, lr=0.1, **kw),
-            _digits(seed=1, lr=lr2, partition="dirichlet:0.5", algorithm_args=other, **kw)]
-    assert batched.group_key(exps[0]) == batched.group_key(exps[1])
-    _check_group(exps)
+    contract.batches(name)  # the contract check a plugin gets too (pytest --fedrepro-plugin)
 
 
 def test_batchnorm_partial_batches_and_object_dataset():

@@ -1,18 +1,20 @@
-"""The paired verdicts of theory/empirical: calibration under the null (no false verdict beyond the stated rate),
-power on a planted difference, Holm's correction, pairing checks, and real paired runs: a method with a
-deliberately worse learning rate is caught, two equivalent methods get no false verdict."""
+"""The verdicts of theory/empirical from records: pairing checks, the verdict of each kind (SUPPORTED,
+CONTRADICTED, NEGLIGIBLE, INCONCLUSIVE with the closest decision), the all/any logic of a claim with several
+comparisons, the margin rules, and the pairing of real runs. A method with a deliberately worse learning rate is
+caught at the first look and two methods that compute the same thing are NEGLIGIBLE, through the claims runner
+(tests/test_empirical_claims.py). The error rates under optional stopping: tests/test_empirical_calibration.py."""
 import dataclasses
 
-import numpy as np
 import pytest
 
 from benchmark import Experiment, run
-from theory import stats
-from theory.empirical import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Claim, Comparison
-from theory.empirical import paired
+from theory.empirical import CONTRADICTED, INCONCLUSIVE, NEGLIGIBLE, SUPPORTED, Claim, Comparison, Margin, paired
+from theory.empirical.judge import Judge
+from theory.empirical.report import verdict_lines
 from theory.empirical.run import judge
 
 SETTING = "s"
+POINT = Margin(0.01, "1 point (test)")
 
 
 def fake_rec(seed: int, acc: float, status: str = "ok", part: str = "p", init: str = "i") -> dict:
@@ -23,8 +25,10 @@ def fake_rec(seed: int, acc: float, status: str = "ok", part: str = "p", init: s
             "initial_model": {"fingerprint": f"{init}{seed}"}}
 
 
-def claim(cid: str, test: str, margin: float, a: str = "A", b: str = "B") -> Claim:
-    return Claim(cid, "toy", "made up", "q", "s", "final_accuracy", (Comparison(a, b, test, margin, SETTING),))
+def claim(cid: str, test: str, margin: float, a: str = "A", b: str = "B", **kw) -> Claim:
+    m = Margin(margin, "the boundary") if test == "noninferior" else POINT
+    return Claim(cid, "toy", "made up", "q", "s", "final_accuracy", (Comparison(a, b, test, margin, SETTING, **kw),),
+                 margin=m)
 
 
 def runs_from(xa, xb) -> dict:
@@ -32,77 +36,50 @@ def runs_from(xa, xb) -> dict:
             (SETTING, "B"): {s: fake_rec(s, v) for s, v in enumerate(xb)}}
 
 
-def verdict_rates(test: str, margin: float, shift: float, n_seeds: int, reps: int, k_claims: int = 1,
-                  seed: int = 0) -> dict:
-    """Verdict frequencies of the first of k identical-in-law claims, differences N(shift, 0.02^2) per seed."""
-    rng = np.random.default_rng(seed)
-    counts = {SUPPORTED: 0, CONTRADICTED: 0, INCONCLUSIVE: 0}
-    fam_sup = 0
-    claims = [claim(f"toy.c{i}", test, margin) for i in range(k_claims)]
-    for _ in range(reps):
-        pr = {}
-        for c in claims:
-            b = rng.uniform(0.5, 0.8, n_seeds)  # a seed effect shared by both arms (pairing removes it)
-            x = rng.normal(shift, 0.02, n_seeds)
-            pr[c.id] = [paired.pair(c.comparisons[0], "final_accuracy", {s: fake_rec(s, b[s] + x[s]) for s in
-                                                                          range(n_seeds)},
-                                    {s: fake_rec(s, b[s]) for s in range(n_seeds)})]
-        out = paired.decide(claims, pr)
-        counts[out[0]["verdict"]] += 1
-        fam_sup += any(o["verdict"] == SUPPORTED for o in out)
-    return {k: v / reps for k, v in counts.items()} | {"family_supported": fam_sup / reps}
+def test_identical_arms_are_negligible_never_different():
+    x = [0.7, 0.71, 0.69, 0.72]
+    out = judge([claim("toy.sup", "superior", 0.0), claim("toy.noninf", "noninferior", 0.01)], runs_from(x, x))
+    assert out[0]["verdict"] == NEGLIGIBLE  # a difference of exactly 0 with no spread lies within +-1 point
+    assert out[1]["verdict"] == SUPPORTED  # 0 >= -1 point: what "A is no worse than B" asserts
 
 
-@pytest.mark.parametrize("test, margin, boundary_shift", [("superior", 0.0, 0.0), ("noninferior", 0.01, -0.01)])
-def test_no_false_verdict_at_the_boundary(test, margin, boundary_shift):
-    """True mean exactly at the boundary: SUPPORTED and CONTRADICTED each at most ALPHA (Clopper-Pearson)."""
-    reps = 600
-    r = verdict_rates(test, margin, boundary_shift, n_seeds=5, reps=reps)
-    for v in (SUPPORTED, CONTRADICTED):
-        lo, _ = stats.bernoulli_rate_interval(round(r[v] * reps), reps, alpha=1e-3)
-        assert lo <= paired.ALPHA, (v, r)
+def test_a_superiority_claim_shown_negligible_is_not_supported():
+    """A real but tiny advantage (+0.2 points, spread 0.05): positive, yet shown within +-1 point, so the claim
+    is NEGLIGIBLE and the report says plainly that it is not supported."""
+    xb = [0.60, 0.70, 0.65, 0.62, 0.68, 0.61, 0.66, 0.64]
+    d = [0.002, 0.0025, 0.0015, 0.002, 0.0022, 0.0018, 0.0021, 0.0019]
+    out = judge([claim("toy.small", "superior", 0.0)], runs_from([b + e for b, e in zip(xb, d)], xb))[0]
+    assert out["verdict"] == NEGLIGIBLE and out["comparisons"][0]["side"] == "negligible"
+    out["scale"] = "cpu"
+    assert any(line.startswith("**Not supported**") for line in verdict_lines(out))
 
 
-def test_holm_keeps_the_family_rate():
-    """Four null claims: the chance that any is SUPPORTED stays at ALPHA (uncorrected it would be ~4x)."""
-    reps = 400
-    r = verdict_rates("superior", 0.0, 0.0, n_seeds=5, reps=reps, k_claims=4, seed=1)
-    lo, _ = stats.bernoulli_rate_interval(round(r["family_supported"] * reps), reps, alpha=1e-3)
-    assert lo <= paired.ALPHA, r
+def test_clear_differences_are_supported_or_contradicted():
+    xb = [0.60, 0.70, 0.65, 0.62, 0.68]
+    better = [b + 0.05 + 0.001 * i for i, b in enumerate(xb)]
+    assert judge([claim("toy.c", "superior", 0.0)], runs_from(better, xb))[0]["verdict"] == SUPPORTED
+    assert judge([claim("toy.c", "superior", 0.0)], runs_from(xb, better))[0]["verdict"] == CONTRADICTED
 
 
-def test_a_planted_difference_is_detected():
-    """A true improvement of 2 sd of the per-seed noise, 8 seeds: SUPPORTED nearly always, never CONTRADICTED;
-    the reverse claim is CONTRADICTED."""
-    r = verdict_rates("superior", 0.0, 0.04, n_seeds=8, reps=100, seed=2)
-    assert r[SUPPORTED] >= 0.9 and r[CONTRADICTED] == 0
-    r = verdict_rates("noninferior", 0.01, -0.05, n_seeds=8, reps=100, seed=3)
-    assert r[CONTRADICTED] >= 0.9 and r[SUPPORTED] == 0
-
-
-def test_inconclusive_says_how_many_seeds_would_decide():
+def test_inconclusive_says_why_and_which_decision_was_closest():
     xb = [0.6, 0.7, 0.65, 0.62, 0.68]
     d = [0.01, -0.004, 0.012, 0.003, 0.008]
     out = judge([claim("toy.c", "superior", 0.0)], runs_from([b + e for b, e in zip(xb, d)], xb))[0]
-    assert out["verdict"] == INCONCLUSIVE
-    n = out["seeds_needed"]
+    assert out["verdict"] == INCONCLUSIVE and out["stopped"] == "seeds" and "seed budget is spent" in out["why_stopped"]
+    assert out["closest"]["verdict"] == SUPPORTED and out["closest"]["p_holm"] > 0.05
+    assert "lower end" in out["closest"]["text"]
+    n = out["closest"]["seeds_to_reach"]
     assert n and n > 5
-    # the same differences repeated to n seeds (same mean, about the same spread) are decided
+    # the same differences repeated to that many seeds (same mean, about the same spread) are decided
     dd = (d * n)[:n]
     assert judge([claim("toy.c", "superior", 0.0)], runs_from([0.6 + e for e in dd], [0.6] * n))[0]["verdict"] \
         == SUPPORTED
 
 
-def test_identical_arms_give_no_verdict_either_way():
-    x = [0.7, 0.71, 0.69, 0.72]
-    out = judge([claim("toy.sup", "superior", 0.0), claim("toy.noninf", "noninferior", 0.01)], runs_from(x, x))
-    assert out[0]["verdict"] == INCONCLUSIVE and out[0]["undecidable"]  # exactly at the boundary: no n decides
-    assert out[1]["verdict"] == SUPPORTED  # 0 >= -1 point, with no spread
-
-
 def test_intersection_claim_needs_every_comparison():
     c = Claim("toy.all", "toy", "s", "q", "s", "final_accuracy",
-              (Comparison("A", "B", "superior", 0.0, SETTING), Comparison("A", "C", "superior", 0.0, SETTING)))
+              (Comparison("A", "B", "superior", 0.0, SETTING), Comparison("A", "C", "superior", 0.0, SETTING)),
+              margin=Margin(0.001, "a tenth of a point (test)"))
     base = [0.5, 0.6, 0.55, 0.52, 0.58, 0.61]
     runs = {(SETTING, "A"): {s: fake_rec(s, v + 0.1) for s, v in enumerate(base)},
             (SETTING, "B"): {s: fake_rec(s, v + 0.001 * s) for s, v in enumerate(base)},
@@ -112,6 +89,22 @@ def test_intersection_claim_needs_every_comparison():
     assert out["verdict"] == INCONCLUSIVE
     runs[(SETTING, "C")] = {s: fake_rec(s, v + 0.2) for s, v in enumerate(base)}  # C clearly better than A
     assert judge([c], runs)[0]["verdict"] == CONTRADICTED
+
+
+def test_a_decided_comparison_keeps_its_seeds():
+    """Looks of 5 and 10 seeds: the comparison decided at 5 seeds stops there (later runs do not change it),
+    the other goes on to 10."""
+    c = Claim("toy.two", "toy", "s", "q", "s", "final_accuracy",
+              (Comparison("A", "B", "superior", 0.0, SETTING), Comparison("A", "C", "superior", 0.0, SETTING)),
+              margin=POINT)
+    base = [0.5 + 0.01 * s for s in range(10)]
+    noise = [0.004, -0.003, 0.006, -0.001, 0.002, -0.005, 0.003, 0.001, -0.002, 0.004]
+    runs = {(SETTING, "A"): {s: fake_rec(s, v + 0.2) for s, v in enumerate(base)},
+            (SETTING, "B"): {s: fake_rec(s, v) for s, v in enumerate(base)},
+            (SETTING, "C"): {s: fake_rec(s, v + 0.2 + e) for s, (v, e) in enumerate(zip(base, noise))}}
+    out = judge([c], runs, looks=(5, 10))[0]
+    assert [x["n"] for x in out["comparisons"]] == [5, 10]
+    assert out["comparisons"][0]["side"] == "supports" and out["comparisons"][0]["stop_look"] == 0
 
 
 def test_unpaired_runs_are_not_compared():
@@ -149,6 +142,34 @@ def test_ratio_claims_are_decided_exactly_when_deterministic():
     assert judge([c], runs)[0]["verdict"] == CONTRADICTED  # 10.6 < 10.9
 
 
+def test_no_worse_than_a_model_that_did_not_learn_is_not_supported():
+    chance = [0.1, 0.102, 0.099, 0.1]  # B at chance (10 classes): "A within 1 point of B" says nothing
+    out = judge([claim("toy.vacuous", "noninferior", 0.01)], runs_from(chance, chance))[0]
+    assert out["verdict"] == INCONCLUSIVE and out["uninformative"].startswith("B did not learn")
+    assert out["comparisons"][0]["side"] == "uninformative"
+    learned = [0.8, 0.81, 0.79, 0.8]
+    assert judge([claim("toy.ok", "noninferior", 0.01)], runs_from(learned, learned))[0]["verdict"] == SUPPORTED
+
+
+def test_margins_are_declared_and_obey_the_papers_gaps():
+    with pytest.raises(ValueError, match="smallest effect that matters"):
+        Claim("t.c", "t", "s", "q", "s", "final_accuracy", (Comparison("A", "B", "superior", 0.0, SETTING),))
+    # a claimed 1.5-point gain cannot be called negligible at 1 point (more than half of it)
+    with pytest.raises(ValueError, match="half the difference the paper reports"):
+        claim("t.c", "superior", 0.0, paper_gap=0.015)
+    assert claim("t.c", "superior", 0.0, paper_gap=0.015, negligible=0.0075).comparisons[0].paper_gap == 0.015
+    with pytest.raises(ValueError, match="non-inferiority"):
+        Claim("t.c", "t", "s", "q", "s", "final_accuracy", (Comparison("A", "B", "noninferior", 0.01, SETTING),),
+              margin=Margin(0.02, "not the boundary"))
+    with pytest.raises(ValueError, match="reason"):
+        Margin(0.01, "")
+
+
+def test_a_claim_may_stop_at_fewer_seeds_than_its_paper():
+    c = dataclasses.replace(claim("toy.c", "superior", 0.0), max_seeds=10)
+    assert Judge([c], (5, 10, 20, 40)).designs[0].looks == (5, 10)
+
+
 # ---------------------------------------------------------------------------------------------- real runs
 
 
@@ -171,30 +192,20 @@ def test_same_seed_same_partition_and_initial_model_across_algorithms():
     assert a[0]["initial_model"]["fingerprint"] != a[1]["initial_model"]["fingerprint"]
 
 
-def test_planted_worse_learning_rate_is_caught_and_equivalent_methods_are_not():
-    """Real paired runs on digits: FedAvg at lr 0.3 against itself at a deliberately poor lr 0.003 (planted
-    defect): 'good beats bad' SUPPORTED and 'bad within 1 point of good' CONTRADICTED. FedProx(mu = 0) computes
-    FedAvg (tests/test_drift_baselines.py): no claim between them is decided the wrong way."""
-    seeds = range(5)
-    good, bad, prox0 = _runs(seeds), _runs(seeds, lr=0.003), _runs(seeds, algorithm="fedprox",
-                                                                    algorithm_args={"mu": 0.0})
-    runs = {(SETTING, "good"): good, (SETTING, "bad"): bad, (SETTING, "prox0"): prox0}
-    claims = [claim("t.good_beats_bad", "superior", 0.0, "good", "bad"),
-              claim("t.bad_matches_good", "noninferior", 0.01, "bad", "good"),
-              claim("t.prox0_beats_avg", "superior", 0.0, "prox0", "good"),
-              claim("t.avg_beats_prox0", "superior", 0.0, "good", "prox0"),
-              claim("t.prox0_matches_avg", "noninferior", 0.01, "prox0", "good")]
-    out = {o["id"]: o["verdict"] for o in judge(claims, runs)}
-    assert out["t.good_beats_bad"] == SUPPORTED
-    assert out["t.bad_matches_good"] == CONTRADICTED
-    assert out["t.prox0_beats_avg"] == INCONCLUSIVE and out["t.avg_beats_prox0"] == INCONCLUSIVE
-    assert out["t.prox0_matches_avg"] == SUPPORTED
+def test_a_scales_seed_maximum_ends_its_looks_and_a_companion_metric_is_shown_on_the_same_seeds():
+    from theory.empirical.run import scale_looks
 
-
-def test_no_worse_than_a_model_that_did_not_learn_is_not_supported():
-    chance = [0.1, 0.102, 0.099, 0.1]  # B at chance (10 classes): "A within 1 point of B" says nothing
-    out = judge([claim("toy.vacuous", "noninferior", 0.01)], runs_from(chance, chance))[0]
-    assert out["verdict"] == INCONCLUSIVE and out["reason"].startswith("uninformative")
-    assert out["comparisons"][0]["side"] == "uninformative"
-    learned = [0.8, 0.81, 0.79, 0.8]
-    assert judge([claim("toy.ok", "noninferior", 0.01)], runs_from(learned, learned))[0]["verdict"] == SUPPORTED
+    assert scale_looks((5, 10, 20, 40), 20) == (5, 10, 20) and scale_looks((5, 10, 20, 40), 15) == (5, 10, 15)
+    assert scale_looks((5, 10, 20, 40)) == (5, 10, 20, 40)
+    c = Claim("toy.auc", "toy", "s", "q", "s", "mean_accuracy", (Comparison("A", "B", "superior", 0.0, SETTING),),
+              margin=POINT)
+    runs = runs_from([0.8 + 0.001 * s for s in range(6)], [0.7] * 6)
+    for r in runs[(SETTING, "A")].values():
+        r["final"]["test_accuracy"] = 0.9  # the last evaluation differs from the curve's mean
+    j = Judge([c], (5, 10), companions={"mean_accuracy": "final_accuracy"})
+    j.look(0, runs, range(5))
+    out = j.results()[0]
+    assert out["verdict"] == SUPPORTED and out["seeds_used"] == 5 and out["stop_reason"] == out["why_stopped"]
+    comp = out["companion"]
+    assert comp["metric"] == "final_accuracy" and comp["comparisons"][0]["n"] == 5
+    assert comp["comparisons"][0]["mean"] == pytest.approx(0.2)

@@ -2,19 +2,16 @@
 import pytest
 
 import algorithms
+from benchmark import contract
 from tests.helpers import assert_same_history, run_tiny, tiny_bn_model
 
 
 @pytest.mark.parametrize("name", algorithms.names())
 def test_sequential_equals_vectorized(name):
-    cls = algorithms.get_class(name)
-    if not cls.vectorizable:
-        pytest.skip(f"{name} declares itself not vectorizable (runs sequentially under both)")
-    a = run_tiny(name, "sequential", rounds=3)
-    b = run_tiny(name, "vectorized", rounds=3)
-    assert a.status == b.status == "ok"
-    assert b.config["executor_used"] == "vectorized"
-    assert_same_history(a, b)
+    try:
+        contract.executors_agree(name)  # the contract check a plugin gets too (pytest --fedrepro-plugin)
+    except contract.NotApplicable as e:
+        pytest.skip(str(e))
 
 
 def test_equivalence_with_batchnorm_and_partial_batches():

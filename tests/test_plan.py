@@ -133,7 +133,7 @@ def test_a_failed_batched_job_runs_its_cells_alone(tmp_path, monkeypatch, capsys
 
     def fails_when_batched(job, **kw):
         if len(job) > 1:
-            raise RuntimeError("out of memory (planted)")
+            raise RuntimeError("a planted failure (not a memory one: those are halved, tests/test_shared_runs.py)")
         yield from real(job, **kw)
 
     monkeypatch.setattr(plan, "execute", fails_when_batched)

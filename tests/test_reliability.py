@@ -2,6 +2,7 @@
 import csv
 import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -119,13 +120,13 @@ def test_run_warns_when_the_machine_is_loaded(monkeypatch, capsys, tmp_path):
 # ----------------------------------------------------------------------------------------------- failed writes
 
 
-def _disk_full_in(folder):
+def _disk_full_in(folder, code=errno.ENOSPC):
     real = store.write_record
 
-    def write(f, rec):
+    def write(f, rec, *a, **kw):
         if Path(f).resolve() == Path(folder).resolve():
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(f, rec)
+            raise OSError(code, os.strerror(code))
+        return real(f, rec, *a, **kw)
     return write
 
 
@@ -140,13 +141,13 @@ def test_run_whose_record_cannot_be_written_is_rescued(monkeypatch, capsys, tmp_
     assert store.load_record(saved[0])["status"] == "ok"
 
 
-def test_suite_cell_whose_record_cannot_be_written_is_rescued(monkeypatch, capsys, tmp_path):
+def test_suite_cell_whose_record_cannot_be_written_is_rescued_and_the_suite_goes_on(monkeypatch, capsys, tmp_path):
     from tests.faults import write_tiny_suite
 
     suite = runner.load_suite(str(write_tiny_suite(tmp_path, rounds=1, seeds=(0,))))
     folder = runner.results_dir(tmp_path / "res", "tiny")
     monkeypatch.setenv(store.RESCUE_ENV, str(tmp_path / "rescue"))
-    monkeypatch.setattr(store, "write_record", _disk_full_in(folder))
+    monkeypatch.setattr(store, "write_record", _disk_full_in(folder, errno.EROFS))  # a full disk stops the suite
     counts = runner.run_suite(suite, results_root=str(tmp_path / "res"), progress=False)
     assert counts["ok"] == 2
     assert len(list((tmp_path / "rescue").glob("*.json"))) == 2 and not list(folder.glob("*.json"))

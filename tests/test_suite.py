@@ -3,6 +3,7 @@ an override or reference that matches no cell is an error, and every shipped sui
 import hashlib
 import json
 import pathlib
+import re
 
 import pytest
 
@@ -187,3 +188,40 @@ def test_the_matrix_blocks_example_of_format_md_loads(tmp_path):
     block = next(b for b in (x.split("```")[0] for x in text.split("```toml")[1:]) if "[[matrix]]" in b)
     s = load_suite(write(tmp_path, block))
     assert len(s.cells) == 2 * 2 * 3 + 2 * 2 * 2 * 3
+
+
+# ----------------------------------------------------------------------------------------------- divergence rule
+
+def _rule_suite(tmp_path, top: str = "", defaults: str = "", extra: str = "", name: str = "rule"):
+    p = tmp_path / f"{name}.toml"
+    p.write_text(f'name = "{name}"\n{top}\n[defaults]\ndataset = "digits"\nmodel = "logreg"\nnum_clients = 5\n'
+                 f'rounds = 2\n{defaults}\n[matrix]\nalgorithm = ["fedavg"]\nseed = [0, 1]\n{extra}')
+    return load_suite(p)
+
+
+def test_the_divergence_rule_is_set_or_switched_off_per_suite(tmp_path):
+    plain = _rule_suite(tmp_path)
+    default = _rule_suite(tmp_path, "divergence_factor = 100")
+    off = _rule_suite(tmp_path, "divergence_factor = false")
+    lax = _rule_suite(tmp_path, "divergence_factor = 1000")
+    assert [c.config_hash for c in default.cells] == [c.config_hash for c in plain.cells]  # the default: hash-neutral
+    assert {c.experiment.divergence_factor for c in off.cells} == {None}
+    assert {c.experiment.config()["divergence_factor"] for c in lax.cells} == {1000}  # recorded in the config
+    hashes = [{c.config_hash for c in s.cells} for s in (plain, off, lax)]
+    assert not (hashes[0] & hashes[1]) and not (hashes[0] & hashes[2]) and not (hashes[1] & hashes[2])
+    in_defaults = _rule_suite(tmp_path, defaults="divergence_factor = false")
+    assert [c.config_hash for c in in_defaults.cells] == [c.config_hash for c in off.cells]
+    per_cell = _rule_suite(tmp_path, extra='[[override]]\nmatch = { seed = 1 }\nset = { divergence_factor = false }\n')
+    assert [c.experiment.divergence_factor for c in per_cell.cells] == [100, None]
+
+
+@pytest.mark.parametrize("top, defaults, says", [
+    ("divergence_factor = true", "", "names no factor"),
+    ("divergence_factor = 0.5", "", "divergence_factor must be a number > 1"),
+    ("divergence_factor = 100", "divergence_factor = 10", "both at the top level and in [defaults]"),
+    ("divergence_factr = 100", "", "Did you mean 'divergence_factor'"),
+])
+def test_a_bad_divergence_rule_is_refused(tmp_path, top, defaults, says):
+    with pytest.raises(SuiteError, match=re.escape(says)) as e:
+        _rule_suite(tmp_path, top, defaults)
+    assert "rule.toml" in str(e.value)

@@ -1,4 +1,4 @@
-"""All compression, one transform type (DESIGN.md: "Compression operators compose like optax transforms").
+"""All compression, one transform type (README, Layout: operators compose like optax transforms).
 
 Every operator and every wrapper is a ``Transform`` (``transform``): ``init(layout) -> state``,
 ``encode(x, state, rng) -> (Message, state)``, ``decode(message)``, with bits counted from the packed payload

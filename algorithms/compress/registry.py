@@ -27,6 +27,7 @@ import pkgutil
 from pathlib import Path
 from typing import Any, Callable
 
+from ..core import plugins
 from .transform import Transform
 from .wrappers import error_feedback
 
@@ -40,15 +41,25 @@ def register_operator(entry: Callable[..., Transform], name: str | None = None):
     name = name or getattr(entry, "name", "")
     if not name:
         raise ValueError(f"{entry!r} has no name")
-    if _OPERATORS.get(name, entry) is not entry:
-        raise ValueError(f"compression operator {name!r} registered twice")
+    old = _OPERATORS.get(name, entry)
+    if old is not entry:
+        raise ValueError(f"compression operator {name!r} is registered twice: by "
+                         f"{plugins.module_origin(old.__module__)} and by {plugins.module_origin(entry.__module__)}; "
+                         "give one of them another name")
     _OPERATORS[name] = entry
     return entry
 
 
-def _load_all() -> None:
+def _load_builtins() -> None:
     for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
         importlib.import_module(f"{__package__}.{mod.name}")
+
+
+def _load_all() -> None:
+    """The operators of ``algorithms/compress/``, then the plugins' (entry points ``fedrepro.transforms``,
+    ``$FEDREPRO_PLUGINS``: ``algorithms.core.plugins``)."""
+    _load_builtins()
+    plugins.load_installed("transforms")
 
 
 def ef(inner: str | Transform = "scaled_sign", **inner_params: Any) -> error_feedback:
@@ -63,6 +74,7 @@ def ef(inner: str | Transform = "scaled_sign", **inner_params: Any) -> error_fee
 
 
 register_operator(ef, "ef")
+plugins.track("transforms", _OPERATORS, register_operator, _load_builtins)
 
 
 def names() -> list[str]:

@@ -1,4 +1,4 @@
-"""The one compression type (DESIGN.md: "Compression operators compose like optax transforms"): a ``Transform``
+"""The one compression type (README, Layout: operators compose like optax transforms): a ``Transform``
 encodes a flat vector into a really packed ``Message`` and decodes it back. Every operator (sign, QSGD, top-k,
 ...) and every wrapper (error feedback, per-layer, fp32 layers) is one.
 

@@ -1,4 +1,4 @@
-"""The infrastructure every algorithm stands on (DESIGN.md, "The Algorithm contract"); nothing here is an
+"""The infrastructure every algorithm stands on (the Algorithm contract: ``base``); nothing here is an
 algorithm (algorithms live one module each in ``algorithms/``, compression in ``algorithms/compress/``).
 
 * ``base``: the contract (``Algorithm``, ``LocalContext``, ``RoundInfo``, ``diagnose``);

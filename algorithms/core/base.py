@@ -1,5 +1,5 @@
-"""The Algorithm contract of DESIGN.md: what an algorithm provides (``Algorithm``), what it sees during local
-training (``LocalContext``) and at aggregation (``RoundInfo``).
+"""The Algorithm contract (this docstring is its reference; README, "Add your own algorithm"): what an algorithm
+provides (``Algorithm``), what it sees during local training (``LocalContext``) and at aggregation (``RoundInfo``).
 
 Everything here is pure tensor code: an algorithm sees flat parameter vectors (``layout.ParamLayout``),
 gradients and batches (through a ``LocalContext``), never datasets or files.
@@ -114,7 +114,7 @@ class Algorithm:
     """Base class. Subclasses set ``name`` and ``Hyper`` (a frozen dataclass with the paper's defaults,
     each field declared with its constraint by ``algorithms.core.hyper.param``).
 
-    Methods follow DESIGN.md. ``aggregate`` also receives a ``RoundInfo`` with the sampled client ids.
+    Methods follow the conventions above. ``aggregate`` also receives a ``RoundInfo`` with the sampled client ids.
     """
 
     name: ClassVar[str] = ""

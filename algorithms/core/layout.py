@@ -1,4 +1,4 @@
-"""The parameter layout (DESIGN.md, "The Algorithm contract"): parameters travel as one flat vector per model
+"""The parameter layout (the Algorithm contract: ``core.base``): parameters travel as one flat vector per model
 (``torch.nn.utils.parameters_to_vector`` order), and a ``ParamLayout`` knows each tensor's slice and kind, so
 per-layer operators (FedBAT's alpha, fp32 norm layers) are possible."""
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""What travels on a link (DESIGN.md: "Every uplink and downlink is a ``Message`` whose size in bits is computed
-from what is actually encoded"), and the pytree helpers that stack messages and states over clients.
+"""What travels on a link: every uplink and downlink is a ``Message`` whose size in bits is computed from what is
+actually encoded (README, "How runs are made reproducible": bits are counted from the packed payload), and the
+pytree helpers that stack messages and states over clients.
 
 Uplinks arrive at ``Algorithm.aggregate`` *stacked*: one ``Message`` whose tensors have a leading client axis;
 ``torch.func.vmap(decode)(uplinks)`` decodes them all. Client and server states are pytrees of tensors.

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import hyper, optim
+from . import hyper, optim, plugins
 from .base import Algorithm
 from .layout import ParamLayout
 
@@ -101,18 +101,34 @@ def register(entry):
     """Register an Algorithm subclass (``@register``) or a ``Configuration`` under its ``name``; returns it."""
     if not entry.name:
         raise ValueError(f"{entry!r} has no name")
-    if entry.name in _REGISTRY and _REGISTRY[entry.name] is not entry:
-        raise ValueError(f"algorithm {entry.name!r} registered twice")
+    old = _REGISTRY.get(entry.name)
+    if old is not None and old is not entry:
+        raise ValueError(f"algorithm {entry.name!r} is registered twice: by "
+                         f"{plugins.module_origin(old.__module__)} and by {plugins.module_origin(entry.__module__)}; "
+                         "give one of them another name")
     _REGISTRY[entry.name] = entry
     return entry
 
 
-def load_all() -> None:
+def load_builtins() -> None:
     """Import every module of ``algorithms/`` (each registers its algorithms); the sub-packages are not
     algorithms."""
     for mod in pkgutil.iter_modules([str(_ALGORITHMS)]):
         if not mod.ispkg:
             importlib.import_module(f"algorithms.{mod.name}")
+
+
+def load_all() -> None:
+    """The built-in algorithms, then the plugins: installed entry points (``fedrepro.algorithms``) and
+    ``$FEDREPRO_PLUGINS`` (``plugins``)."""
+    load_builtins()
+    plugins.load_installed("algorithms")
+
+
+def builtin(name: str) -> bool:
+    """Whether ``name`` is registered by a module of ``algorithms/`` (not by a plugin or other code)."""
+    module = getattr(_REGISTRY.get(name), "__module__", "") or ""
+    return module.startswith("algorithms.")
 
 
 def names() -> list[str]:
@@ -130,7 +146,11 @@ def get_class(name: str):
 
         close = difflib.get_close_matches(name, _REGISTRY, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"unknown algorithm {name!r}.{hint} Known: {', '.join(sorted(_REGISTRY))}") from None
+        raise ValueError(f"unknown algorithm {name!r}.{hint} Known: {', '.join(sorted(_REGISTRY))} (one of your own: "
+                         "load its file with --plugin FILE.py)") from None
+
+
+plugins.track("algorithms", _REGISTRY, register, load_builtins)
 
 
 def make_hyper(cls, args: Mapping[str, Any] | None) -> Any:

@@ -7,6 +7,7 @@ for every subcommand, so that a command only parses its flags and calls the libr
 * Ctrl-C exits 130 and says what is kept and how to go on: the command states it beforehand with
   ``resume_hint(a, text)`` (a string, or a function returning one, e.g. to print the runs finished so far).
 * A worker process that died (killed, out of memory) exits 1, with the same hint.
+* A full disk (``runner.DiskFull``: the record was rescued elsewhere, the suite stopped) exits 1, in one line.
 
 A programming error still shows its traceback (it is a bug to report, not an input to fix). Set
 ``FEDREPRO_TRACEBACK=1`` to see the traceback of an input error too.
@@ -18,6 +19,7 @@ import sys
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 
+from ..runner import DiskFull
 from ..store import StoreError
 
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, StoreError)
@@ -53,6 +55,8 @@ def run_command(a) -> int:
         hint = _hint(a)
         return fail(a, f"a worker process died ({e}); was it killed, or out of memory?" + (f" {hint}" if hint else ""),
                     EXIT_FAILED)
+    except DiskFull as e:
+        return fail(a, str(e), EXIT_FAILED)
     except USER_ERRORS as e:
         if os.environ.get("FEDREPRO_TRACEBACK"):
             raise

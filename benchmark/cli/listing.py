@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+from . import plugins
+
 
 def add_parser(sub) -> None:
     lst = sub.add_parser("list", help="list algorithms, datasets, partitions and models")
@@ -24,14 +26,14 @@ def cmd_list(a) -> int:
     what = a.what
     if what in (None, "algorithms"):
         rows = []
-        for name in algorithms.names():
+        for name in [n for n in algorithms.names() if not plugins.is_plugin(n)]:
             cls = algorithms.get_class(name)
             hp = cls.Hyper()
             args = ", ".join(f"{f.name}={getattr(hp, f.name)}" for f in dataclasses.fields(hp))
             doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
             rows.append([name, args or "-", doc])
         print("Algorithms\n" + tabulate(rows, headers=["name", "hyperparameters (paper defaults)", "about"],
-                                        tablefmt="github") + "\n")
+                                        tablefmt="github") + "\n" + plugins.table())
     if what == "hyperparameters":
         from algorithms.core import hyper
 

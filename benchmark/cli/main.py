@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from . import bench, claims, listing, report, run, theory, tune, validate
+from . import bench, claims, listing, plugins, report, run, status, theory, tune, validate
 from .errors import run_command
 
 
@@ -13,8 +13,10 @@ def build_parser() -> argparse.ArgumentParser:
                                 "algorithms, with theory checks.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    for module in (run, listing, theory, bench, report, validate, tune, claims):
+    for module in (run, status, listing, theory, bench, report, validate, tune, claims):
         module.add_parser(sub)
+    for command in sub.choices.values():
+        plugins.add_flag(command)
     return p
 
 
@@ -36,4 +38,5 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(a, "command", None):
         p.print_help()
         return 0
+    a.func = plugins.loading(a.func)
     return run_command(a)

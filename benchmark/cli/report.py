@@ -1,5 +1,5 @@
 """``fedrepro report``: a suite's leaderboard, CSV and plots (``benchmark.report``), the same from a folder of run
-records alone, or the comparison of two versions (``benchmark.compare``).
+records alone, the comparison of two versions (``benchmark.compare``), or the paper pages (``theory.pages``).
 
 One handler per form (``FORMS``, tried in order: the first whose flag is given runs); a new form is a flag in
 ``add_parser`` and a handler here."""
@@ -28,6 +28,21 @@ def report_compare(a) -> int:
     return 0
 
 
+def report_paper(a) -> int:
+    """``--paper NAME|all``: the paper pages, from the committed results (``--results DIR``: from DIR), written to
+    ``--out``, else ``<root>/papers`` (./runs/papers by default; ``--publish``: the committed results/papers)."""
+    from theory import pages
+
+    source = Path(a.results) if a.results else report.committed_results()
+    if source is None:
+        raise ValueError("the paper pages are generated from the committed results/ of a source checkout; give "
+                         "--results DIR with its theory/ and claims/ reports instead")
+    out = Path(a.out) if a.out else Path(args.results_root(a)) / "papers"
+    paths = pages.write_pages(a.paper, source, out)
+    print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
+    return 0
+
+
 def report_folder(a) -> int:
     """``fedrepro report FOLDER``: the records in FOLDER alone, no suite file."""
     return _written(report.write_records_report(Path(a.folder)))
@@ -50,23 +65,25 @@ def _written(paths: dict) -> int:
     return 0
 
 
-FORMS = (("compare", report_compare), ("folder", report_folder), ("suite", report_suite))
+FORMS = (("paper", report_paper), ("compare", report_compare), ("folder", report_folder), ("suite", report_suite))
 
 
 def cmd_report(a) -> int:
     for flag, handler in FORMS:
         if getattr(a, flag, None):
             return handler(a)
-    raise ValueError("report needs --suite NAME (a suite's leaderboard), a FOLDER of run records, or --compare OLD NEW")
+    raise ValueError("report needs --suite NAME (a suite's leaderboard), a FOLDER of run records, --compare OLD NEW "
+                     "or --paper NAME|all")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="write a leaderboard, CSV and plots (a suite, or a folder of records), or "
-                                      "compare two versions",
+    p = sub.add_parser("report", help="write a leaderboard, CSV and plots (a suite, or a folder of records), "
+                                      "compare two versions, or write the paper pages",
                        description="Read <results>/<suite>/<version>/*.json (or the run records in FOLDER) and write "
                                    "leaderboard.md, runs.csv and PNG plots beside them; or, with --compare OLD NEW, "
                                    "list the leaderboard cells that moved beyond their seed spread and the theory and "
-                                   "empirical-claim verdicts that changed between two versions.")
+                                   "empirical-claim verdicts that changed between two versions; or, with --paper NAME|all, "
+                                   "write one page per paper from the committed results.")
     p.add_argument("folder", nargs="?", metavar="FOLDER",
                    help="a folder of run records (e.g. a `fedrepro run --out` folder, or runs/<suite>/<version>): its "
                         "leaderboard from the records alone, no suite file needed")
@@ -75,5 +92,10 @@ def add_parser(sub) -> None:
                    help="compare two versions' results (default: the committed results/)")
     args.results_flags(p, "the suite's records are read from DIR/<suite>/<version>/ and its reports written there")
     p.add_argument("--version", help="package version folder (default: the installed version)")
-    p.add_argument("--out", help="with --compare: also write the comparison to this markdown file")
+    p.add_argument("--paper", help="write the paper's page, <paper>.md (bherd, fedbat, fedswa, gradma, lfl, or all): "
+                                   "its claims, theory and empirical verdicts, deviations, leaderboards and the GPU "
+                                   "commands, from the committed results (or those under --results DIR); into "
+                                   "<root>/papers (--publish: the committed results/papers)")
+    p.add_argument("--out", help="with --compare: also write the comparison to this markdown file; with --paper: the "
+                                 "folder of the pages")
     p.set_defaults(func=cmd_report)

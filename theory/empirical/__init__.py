@@ -1,19 +1,23 @@
 """Empirical claims: each paper's headline experimental claims as statements that paired runs can support or
 contradict (DESIGN.md, "Empirical claims"); ``fedrepro claims`` runs them and writes the report.
 
-* ``claim``: arms, metrics, comparisons (margin, direction), claims; verdicts SUPPORTED / CONTRADICTED /
-  INCONCLUSIVE.
-* ``paired``: the paired test (``theory.stats``) and Holm's correction over a paper's claims.
+* ``claim``: arms, metrics, comparisons (boundary, direction), claims with their smallest effect that matters
+  (``Margin``), each paper's ``Budget``; verdicts SUPPORTED / CONTRADICTED / NEGLIGIBLE / INCONCLUSIVE.
+* ``paired``: per-seed values of paired runs, the pairing checks, Holm's adjustment.
+* ``tracker``: the look-by-look decisions with error rates that hold under optional stopping
+  (``theory.stats.sequential``), Holm over a paper's claims; ``judge``: from records to the report's view.
 * ``scale``: the CPU scale (the paper's regime, reduced and stated) and the full scale (the paper suites).
-* ``run``: cells through the benchmark's runner and tuning protocol, then the verdicts.
+* ``run``: tuning and the looks of final seeds through the benchmark's runner (resumable), then the verdicts.
+* ``report``: the claims report (markdown, report.json, one plot per claim).
 * one module per paper (``fedbat``, ``gradma``, ``lfl``, ``fedswa``, ``bherd``): its ``CLAIMS``, ``ARMS``,
-  ``CPU`` and ``FULL`` scales, and nothing else.
+  ``BUDGET``, ``CPU`` and ``FULL`` scales, and nothing else.
 """
 from __future__ import annotations
 
 import importlib
 
-from .claim import CONTRADICTED, INCONCLUSIVE, SUPPORTED, VERDICTS, Arm, Claim, Comparison  # noqa: F401
+from .claim import (CONTRADICTED, INCONCLUSIVE, NEGLIGIBLE, SUPPORTED, VERDICTS, Arm, Budget, Claim,  # noqa: F401
+                    Comparison, Margin)
 
 PAPERS = ("bherd", "fedbat", "fedswa", "gradma", "lfl")
 

@@ -1,5 +1,6 @@
-"""Empirical claims as statements a run can test: arms (methods), metrics, comparisons with a margin and a
-direction, and claims that combine comparisons (DESIGN.md, "Empirical claims").
+"""Empirical claims as statements a run can test: arms (methods), metrics, comparisons with a boundary and a
+direction, claims that combine comparisons, each claim's smallest effect that matters (``Margin``) and each
+paper's ``Budget`` (DESIGN.md, "Empirical claims").
 
 A ``Comparison`` tests, on paired runs (same seed, hence the same partition, initial model, client sampling
 and minibatch order), the mean over seeds of a per-seed value x_s against a boundary b:
@@ -8,16 +9,32 @@ and minibatch order), the mean over seeds of a per-seed value x_s against a boun
 * ``"noninferior"``: x_s = metric(A) - metric(B), claim E[x] >= -margin ("A is at most margin worse than B");
 * ``"ratio"``: x_s = metric(B) / metric(A), claim E[x] >= margin ("A needs margin times less than B").
 
-A ``Claim`` holds when all its comparisons hold (an intersection: "FedBAT beats every binarized baseline").
-Accuracy metrics are fractions in [0, 1]; margins of accuracy comparisons are given in the same unit
-(0.01 = one percentage point) and reported in points.
+A ``Claim`` holds when all its comparisons hold (an intersection: "FedBAT beats every binarized baseline"); it is
+contradicted, or negligible, when one of them is (theory/empirical/tracker.py).
+Accuracy metrics are fractions in [0, 1]; boundaries and margins of accuracy comparisons are given in the same
+unit (0.01 = one percentage point) and reported in points.
+
+The smallest effect that matters (``Claim.margin``, a ``Margin`` with its reason) is fixed in the claim's code
+before any run. For a superiority comparison it is the half-width delta of the NEGLIGIBLE region: a mean
+difference shown to lie within (-delta, +delta) is NEGLIGIBLE, so the claim is not supported (its advantage,
+if any, is smaller than what matters). Where the paper reports the difference g of a comparison
+(``Comparison.paper_gap``), delta <= g / 2, checked here: a gain the paper reports cannot be called negligible
+at more than half its size. A comparison may narrow its claim's margin (``Comparison.negligible``).
+For a non-inferiority comparison ("A is at most m worse than B") the smallest effect that matters is m itself:
+a shortfall within m is what the claim asserts, so showing |difference| < m supports it, and NEGLIGIBLE is
+never a verdict of such a claim (the claim's margin must equal m). A ratio (a deterministic bit count) has no
+NEGLIGIBLE verdict either.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SUPPORTED, CONTRADICTED, INCONCLUSIVE = "SUPPORTED", "CONTRADICTED", "INCONCLUSIVE"
-VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE)
+# the metrics live in ``metrics``; re-exported here for the callers of ``claim``
+from .metrics import (METRICS, bits_down_per_round, chance_level, final_accuracy,  # noqa: F401
+                      mean_accuracy, tail_accuracy)
+
+SUPPORTED, CONTRADICTED, NEGLIGIBLE, INCONCLUSIVE = "SUPPORTED", "CONTRADICTED", "NEGLIGIBLE", "INCONCLUSIVE"
+VERDICTS = (SUPPORTED, CONTRADICTED, NEGLIGIBLE, INCONCLUSIVE)
 TESTS = ("superior", "noninferior", "ratio")
 
 
@@ -38,44 +55,35 @@ def arm(algorithm: str, name: str | None = None, **args) -> Arm:
     return Arm(name or algorithm, algorithm, dict(args))
 
 
-# ---------------------------------------------------------------------------------------------- metrics
+@dataclass(frozen=True)
+class Margin:
+    """A claim's smallest effect that matters, in the metric's unit (0.01 = one point of accuracy), and why."""
+
+    value: float
+    reason: str
+
+    def __post_init__(self):
+        if not self.value >= 0 or not self.reason:
+            raise ValueError(f"a margin needs a value >= 0 and a reason, got {self.value!r}, {self.reason!r}")
 
 
-def chance_level(rec: dict) -> float:
-    k = (rec.get("partition") or {}).get("statistics", {}).get("num_classes")
-    return 1.0 / k if k else 0.0
+@dataclass(frozen=True)
+class Budget:
+    """A paper's declared budget for its final runs: the looks (cumulative paired seeds per comparison; a claim
+    may stop earlier with ``Claim.max_seeds``) and the CPU minutes its cells may take in all (tuning included,
+    summed as recorded, a batched run counting its share of the batch), with the reason for both."""
 
+    looks: tuple
+    cpu_minutes: float
+    reason: str
 
-def final_accuracy(rec: dict) -> float:
-    """Test accuracy after the last round; a diverged run counts at chance level (1 / number of classes)."""
-    if rec["status"] == "diverged":
-        return chance_level(rec)
-    return float(rec["final"]["test_accuracy"])
-
-
-def mean_accuracy(rec: dict) -> float:
-    """Mean test accuracy over the evaluated rounds (eval_every, 2 eval_every, ..., rounds): the normalised area
-    under the accuracy curve, a convergence-speed metric; rounds after a divergence count at chance level."""
-    cfg = rec["config"]
-    every, rounds = int(cfg.get("eval_every") or 1), int(cfg["rounds"])
-    grid = sorted(set(range(every, rounds + 1, every)) | {rounds})
-    acc = {h["round"]: h["test_accuracy"] for h in rec["history"] if h.get("test_accuracy") is not None}
-    chance = chance_level(rec)
-    return float(sum(acc.get(r, chance) for r in grid) / len(grid))
-
-
-def bits_down_per_round(rec: dict) -> float:
-    """Downlink bits per round (summed over the devices that receive the broadcast), as counted from the
-    packed payloads."""
-    return float(rec["final"]["bits_down_per_round"])
-
-
-METRICS = {
-    "final_accuracy": (final_accuracy, "final test accuracy", "points", 100.0),
-    "mean_accuracy": (mean_accuracy, "mean test accuracy over the evaluated rounds (area under the curve)",
-                      "points", 100.0),
-    "bits_down_per_round": (bits_down_per_round, "downlink bits per round", "x", 1.0),
-}
+    def __post_init__(self):
+        looks = tuple(int(n) for n in self.looks)
+        if not looks or looks[0] < 2 or any(b <= a for a, b in zip(looks, looks[1:])):
+            raise ValueError(f"looks must be increasing seed counts of at least 2, got {self.looks}")
+        if not self.cpu_minutes > 0 or not self.reason:
+            raise ValueError("a budget needs cpu_minutes > 0 and a reason")
+        object.__setattr__(self, "looks", looks)
 
 
 @dataclass(frozen=True)
@@ -83,19 +91,29 @@ class Comparison:
     a: str  # arm name
     b: str  # arm name
     test: str  # one of TESTS
-    margin: float  # in the metric's unit (accuracy: a fraction; ratio: a factor)
+    margin: float  # the claim's boundary, in the metric's unit (accuracy: a fraction; ratio: a factor)
     setting: str  # the scale's setting both arms run in
+    negligible: float | None = None  # this comparison's smallest effect that matters (default: the claim's)
+    paper_gap: float | None = None  # the difference A - B the paper reports, in the metric's unit
 
     def __post_init__(self):
         if self.test not in TESTS:
             raise ValueError(f"test must be one of {TESTS}, got {self.test!r}")
         if self.margin < 0 or (self.test == "ratio" and self.margin <= 0):
             raise ValueError(f"margin must be >= 0 (> 0 for a ratio), got {self.margin}")
+        if self.negligible is not None and self.test != "superior":
+            raise ValueError("only a superiority comparison has a negligible margin of its own")
 
     @property
     def boundary(self) -> float:
         """b: the claim is E[x] > b (superior) or E[x] >= b (noninferior, ratio)."""
         return {"superior": self.margin, "noninferior": -self.margin, "ratio": self.margin}[self.test]
+
+    def delta(self, claim: "Claim") -> float:
+        """The half-width of this comparison's NEGLIGIBLE region (0: no NEGLIGIBLE verdict)."""
+        if self.test != "superior":
+            return 0.0
+        return self.negligible if self.negligible is not None else (claim.margin.value if claim.margin else 0.0)
 
     def values(self, metric: str, rec_a: dict, rec_b: dict) -> float:
         f = METRICS[metric][0]
@@ -116,7 +134,9 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Claim:
-    """A paper's empirical claim as a testable statement (see the module docstring)."""
+    """A paper's empirical claim as a testable statement (see the module docstring). ``margin``: its smallest
+    effect that matters (required unless every comparison is a ratio); ``max_seeds``: a lower seed maximum
+    than its paper's budget."""
 
     id: str  # "<paper>.<source>.<name>"
     paper: str
@@ -125,12 +145,20 @@ class Claim:
     statement: str  # what is tested
     metric: str
     comparisons: tuple
+    margin: Margin | None = None
+    max_seeds: int | None = None
 
     def __post_init__(self):
         if self.metric not in METRICS:
             raise ValueError(f"{self.id}: unknown metric {self.metric!r}; known: {sorted(METRICS)}")
         if not self.comparisons:
             raise ValueError(f"{self.id}: a claim needs at least one comparison")
+        if self.margin is None and any(c.test != "ratio" for c in self.comparisons):
+            raise ValueError(f"{self.id}: declare the smallest effect that matters (margin=Margin(value, reason))")
+        for c in self.comparisons:
+            why = margin_problem(self, c)
+            if why:
+                raise ValueError(f"{self.id}: {c.a} vs {c.b}: {why}")
 
     @property
     def arms(self) -> set[str]:
@@ -140,3 +168,17 @@ class Claim:
     def direction(self) -> str:
         tests = sorted({c.test for c in self.comparisons})
         return "/".join(tests)
+
+
+def margin_problem(claim: Claim, c: Comparison) -> str:
+    """Why a comparison's margin breaks the rules of the module docstring, or ''."""
+    if c.test == "noninferior" and claim.margin is not None and abs(claim.margin.value - c.margin) > 1e-12:
+        return (f"a non-inferiority claim's smallest effect that matters is its margin {c.margin:g}, "
+                f"not {claim.margin.value:g}")
+    d = c.delta(claim)
+    if c.test == "superior" and d and d <= c.boundary:
+        return f"the negligible margin {d:g} must exceed the claim's boundary {c.boundary:g}"
+    if c.test == "superior" and c.paper_gap is not None and d > abs(c.paper_gap) / 2 + 1e-12:
+        return (f"the negligible margin {d:g} exceeds half the difference the paper reports ({c.paper_gap:g}): "
+                "a reported gain cannot be called negligible at more than half its size")
+    return ""

@@ -1,0 +1,92 @@
+"""The paper pages (results/papers/<paper>.md, theory/pages.py): regenerated from the committed results they equal
+the committed pages, they change when a verdict changes, they read a sequential claims report's keys where present,
+and the README's first screen links all five.
+
+When ``test_committed_pages_are_current`` fails, a committed result, a paper note or a scale changed after the pages
+were generated: run ``fedrepro report --paper all --publish`` and commit results/papers/."""
+import json
+import pathlib
+import shutil
+
+import pytest
+
+from benchmark import cli
+from theory import pages
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+FIRST_SCREEN = 40  # README lines a reader sees before scrolling
+
+
+@pytest.mark.parametrize("paper", pages.PAPERS)
+def test_committed_pages_are_current(paper):
+    path = RESULTS / "papers" / f"{paper}.md"
+    assert path.is_file(), f"no page {path}; run `fedrepro report --paper all --publish`"
+    assert pages.page(paper, RESULTS) == path.read_text(), (
+        f"{path} is stale: run `fedrepro report --paper all --publish` and commit results/papers/")
+
+
+def _copy_results(tmp_path) -> pathlib.Path:
+    res = tmp_path / "results"
+    for kind in ("claims", "theory"):
+        v = pages.newest(RESULTS / kind)
+        (res / kind / v).mkdir(parents=True)
+        shutil.copy(RESULTS / kind / v / "report.json", res / kind / v / "report.json")
+    return res
+
+
+def test_a_changed_verdict_changes_the_page(tmp_path):
+    """Planted defect: a claims report whose verdict changed gives another page, so a stale page is caught."""
+    res = _copy_results(tmp_path)
+    before = pages.page("fedbat", res)
+    path = res / "claims" / pages.newest(res / "claims") / "report.json"
+    rep = json.loads(path.read_text())
+    block = next(p for p in rep["papers"] if p["paper"] == "fedbat")
+    block["claims"][0]["verdict"] = "CONTRADICTED"
+    path.write_text(json.dumps(rep))
+    after = pages.page("fedbat", res)
+    assert before != after and "**CONTRADICTED**" in after
+
+
+def test_a_sequential_report_shows_its_seeds_and_why_it_stopped(tmp_path):
+    res = _copy_results(tmp_path)
+    path = res / "claims" / pages.newest(res / "claims") / "report.json"
+    rep = json.loads(path.read_text())
+    c = next(p for p in rep["papers"] if p["paper"] == "gradma")["claims"][0]
+    c["seeds_used"], c["stop_reason"] = 17, "decided at the third look (17 seeds)"
+    c["closest"] = {"verdict": "SUPPORTED", "text": "SUPPORTED at p = 0.07"}
+    path.write_text(json.dumps(rep))
+    text = pages.page("gradma", res)
+    row = next(ln for ln in text.splitlines() if ln.startswith(f"| {c['id']} |"))
+    assert "| 17 |" in row and "decided at the third look" in row and "closest: SUPPORTED at p = 0.07" in row
+    # and a report without those keys says that its seeds were fixed
+    assert "a fixed 5 paired seeds" in pages.page("fedbat", res)
+
+
+def test_a_page_has_every_section_and_no_missing_results(tmp_path):
+    text = pages.page("lfl", tmp_path / "nothing")
+    for head in ("## What the paper claims", "## Empirical verdicts", "## Theory verdicts", "## What fedrepro implements",
+                 "### Deviations from the paper", "### Deviations from the public code", "## Scales the claims run at",
+                 "## Leaderboards beside the paper's numbers", "## Reproduce the paper's tables on a GPU"):
+        assert head in text
+    assert "No empirical claims report" in text and "No theory claims" in text
+    with pytest.raises(ValueError, match="unknown paper"):
+        pages.page("nope", RESULTS)
+
+
+def test_cli_report_paper_all_writes_five_pages(tmp_path, capsys):
+    res = _copy_results(tmp_path)
+    assert cli.main(["report", "--paper", "all", "--results", str(res)]) == 0
+    assert sorted(p.name for p in (res / "papers").glob("*.md")) == sorted(f"{p}.md" for p in pages.PAPERS)
+    assert cli.main(["report", "--paper", "bherd", "--results", str(res), "--out", str(tmp_path / "one")]) == 0
+    assert (tmp_path / "one" / "bherd.md").read_text() == (res / "papers" / "bherd.md").read_text()
+    assert cli.main(["report", "--paper", "nope", "--results", str(res), "--out", str(tmp_path / "none")]) == 2
+    assert "unknown paper" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()  # nothing written for a bad name
+
+
+def test_readme_first_screen_links_the_five_pages():
+    head = "\n".join((ROOT / "README.md").read_text().splitlines()[:FIRST_SCREEN])
+    for p in pages.PAPERS:
+        assert f"](results/papers/{p}.md)" in head, p
+        assert (ROOT / "results" / "papers" / f"{p}.md").is_file()

@@ -1,0 +1,275 @@
+"""The verdicts of one paper's claims from its run records, look by look: pairs the records (``paired``), feeds
+the per-seed values to the sequential ``tracker``, and describes each claim for the report (verdict, why it
+stopped, seeds used, repeated confidence intervals, repeated p-values, and, for an INCONCLUSIVE claim, the
+decision that came closest).
+
+``Judge(claims, looks)`` gives claim i the design of the looks up to its ``max_seeds``. Each ``look(k, runs,
+seeds)`` uses, for every comparison still open, the runs of ``seeds`` (the first n_k seeds of the scale); a
+comparison that stopped keeps the seeds it had, whatever runs exist later (its verdict never changes).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from theory.stats.sequential import Design, seeds_to_reach
+
+from . import paired
+from .claim import METRICS, Claim
+from .tracker import CODES, CON, FAMILIES, NEG, OPEN, SUP, Spec, Tracker, crossings
+
+ALPHA = paired.ALPHA
+REASONS = {"seeds": "its seed budget is spent", "cpu": "its paper's CPU budget is spent",
+           "decided": "decided", "no runs": "no paired runs"}
+
+
+class Judge:
+    """Sequential verdicts for ``claims`` (one paper) over the declared ``looks`` (see the module docstring)."""
+
+    def __init__(self, claims: list[Claim], looks: tuple, alpha: float = ALPHA, companions: dict | None = None):
+        self.claims, self.looks, self.alpha = list(claims), tuple(int(n) for n in looks), alpha
+        self.companions = dict(companions or {})  # {metric: another metric shown beside it, on the same seeds}
+        self.runs: dict = {}  # per comparison: the (A runs, B runs) of its last look
+        self.designs = [Design(tuple(n for n in self.looks if n <= (c.max_seeds or self.looks[-1])) or
+                               self.looks[:1]) for c in self.claims]
+        self.comps = [(i, comp) for i, c in enumerate(self.claims) for comp in c.comparisons]
+        specs = [Spec(i, comp.test, comp.boundary, comp.delta(self.claims[i])) for i, comp in self.comps]
+        self.tracker = Tracker(specs, self.designs, alpha)
+        self.trace: list[list[dict]] = [[] for _ in self.comps]  # per comparison: one entry per analysed look
+        self.pairs: list[dict | None] = [None] * len(self.comps)
+        self.last_look = -1
+
+    def needed(self) -> list[tuple[str, str]]:
+        """(setting, arm) pairs the open comparisons need at the next look, in first-use order."""
+        out = []
+        for j in self.tracker.needed():
+            _, comp = self.comps[j]
+            for a in (comp.a, comp.b):
+                if (comp.setting, a) not in out:
+                    out.append((comp.setting, a))
+        return out
+
+    def look(self, k: int, runs: dict, seeds) -> None:
+        """Look ``k`` on ``runs[(setting, arm)] = {seed: record}``, restricted to ``seeds``."""
+        seeds, open_ = set(seeds), set(self.tracker.needed())
+        values = []
+        for j, (i, comp) in enumerate(self.comps):
+            if j in open_:
+                ra = {s: r for s, r in runs.get((comp.setting, comp.a), {}).items() if s in seeds}
+                rb = {s: r for s, r in runs.get((comp.setting, comp.b), {}).items() if s in seeds}
+                self.pairs[j] = paired.pair(comp, self.claims[i].metric, ra, rb)
+                self.runs[j] = (ra, rb)
+            values.append(self.pairs[j]["x"] if self.pairs[j] else [])
+        ok = [not (self.pairs[j] and paired.uninformative(comp, self.claims[i].metric, self.pairs[j]))
+              for j, (i, comp) in enumerate(self.comps)]
+        self.look_values(k, values, ok)
+
+    def look_values(self, k: int, values: list, can_support=None) -> None:
+        """Look ``k`` on the per-seed values of each comparison (flattened over claims, in order): those of
+        the comparisons still open are analysed, the others ignored."""
+        open_ = set(self.tracker.needed())
+        mean, sd, n = np.zeros(len(self.comps)), np.zeros(len(self.comps)), [0] * len(self.comps)
+        for j, x in enumerate(values):
+            x = np.asarray(x, float)
+            if j not in open_ or len(x) < 2:
+                continue
+            n[j] = len(x)
+            mean[j], sd[j] = float(x.mean()), float(x.std(ddof=1))
+            if not self.trace[j] or n[j] > self.trace[j][-1]["n"]:
+                self.trace[j].append({"look": k, "n": n[j], "mean": mean[j], "sd": sd[j],
+                                      "values": [float(v) for v in x]})
+        self.tracker.look(k, mean[:, None], sd[:, None], n, can_support=can_support)
+        self.last_look = k
+
+    def finish(self, reason: str) -> None:
+        """Close the open claims: INCONCLUSIVE for ``reason`` (a key of REASONS, e.g. "cpu")."""
+        self.tracker.finish(reason, max(self.last_look, 0))
+
+    # ------------------------------------------------------------------------------------ the report's view
+
+    def results(self) -> list[dict]:
+        """One dict per claim (see ``report.py`` for the keys)."""
+        if not self.tracker.done:
+            self.finish("seeds")
+        p = self._claim_pvalues()
+        adj = {f: paired.holm([p[i][f] for i in range(len(self.claims))]) for f in FAMILIES}
+        neg = [i for i in range(len(self.claims)) if any(self.tracker.specs[j].negligible > 0
+                                                         for j in self.tracker.of_claim[i])]
+        adj["NEGLIGIBLE"] = [1.0] * len(self.claims)  # Holm over the claims that can be NEGLIGIBLE only
+        for i, q in zip(neg, paired.holm([p[i]["NEGLIGIBLE"] for i in neg])):
+            adj["NEGLIGIBLE"][i] = q
+        return [self._claim(i, {f: adj[f][i] for f in FAMILIES}) for i in range(len(self.claims))]
+
+    def _comp_pvalues(self, j: int) -> dict:
+        """Repeated p-values of comparison j per family: the smallest over its analysed looks."""
+        i, comp = self.comps[j]
+        spec, design = self.tracker.specs[j], self.designs[i]
+        out = {f: 1.0 for f in FAMILIES}
+        hist = ()
+        for t in self.trace[j][:len(self.tracker.history[j])]:
+            hist += (t["n"],)
+            se = t["sd"] / math.sqrt(t["n"])
+            m, b, d = t["mean"], spec.boundary, spec.negligible
+            if se == 0:
+                sup, con, neg = (bool(x[0]) for x in crossings(spec.test, b, d, np.array([m]), np.array([0.0]), 0))
+                p = {"SUPPORTED": 0.0 if sup else 1.0, "CONTRADICTED": 0.0 if con else 1.0,
+                     "NEGLIGIBLE": 0.0 if neg else 1.0}
+            else:
+                p = {"SUPPORTED": design.repeated_p((m - b) / se, hist),
+                     "CONTRADICTED": design.repeated_p((b - m) / se, hist),
+                     "NEGLIGIBLE": max(design.repeated_p((m + d) / se, hist), design.repeated_p((d - m) / se, hist))
+                     if d > 0 else 1.0}
+            out = {f: min(out[f], p[f]) for f in FAMILIES}
+        if self.pairs[j] and paired.uninformative(comp, self.claims[i].metric, self.pairs[j]):
+            out["SUPPORTED"] = 1.0
+        return out
+
+    def _claim_pvalues(self) -> list[dict]:
+        out = []
+        for i in range(len(self.claims)):
+            per = [self._comp_pvalues(j) for j, (ci, _) in enumerate(self.comps) if ci == i]
+            c = len(per)
+            out.append({"SUPPORTED": max(q["SUPPORTED"] for q in per),
+                        "CONTRADICTED": min(1.0, c * min(q["CONTRADICTED"] for q in per)),
+                        "NEGLIGIBLE": min(1.0, c * min(q["NEGLIGIBLE"] for q in per))})
+        return out
+
+    def _levels(self, j: int) -> dict:
+        """The current Holm level of comparison j's claim in each family (per comparison for CON / NEG)."""
+        tr = self.tracker
+        m = np.minimum(tr.rejected[:, :, 0].sum(axis=1), len(self.claims) - 1)
+        return {f: float(tr.levels[x, j, m[x]]) for x, f in ((SUP, "SUPPORTED"), (CON, "CONTRADICTED"),
+                                                              (NEG, "NEGLIGIBLE"))}
+
+    def _claim(self, i: int, p_holm: dict) -> dict:
+        c, tr = self.claims[i], self.tracker
+        code = int(tr.verdict[i, 0])
+        comps = [self._comparison(j) for j, (ci, _) in enumerate(self.comps) if ci == i]
+        reason = str(tr.reason[i, 0])
+        if reason == "seeds" and all(not x["n"] for x in comps):
+            reason = "no runs"
+        out = {"id": c.id, "paper": c.paper, "source": c.source, "quote": c.quote, "statement": c.statement,
+               "metric": c.metric, "direction": c.direction, "verdict": CODES.get(code, "INCONCLUSIVE"),
+               "stopped": reason, "why_stopped": stop_text(reason, comps, self.looks), "p_holm": p_holm,
+               "looks": list(self.designs[i].looks), "seeds": max((x["n"] for x in comps), default=0),
+               "margin": ({"value": c.margin.value, "reason": c.margin.reason} if c.margin else None),
+               "comparisons": comps, "alpha": self.alpha}
+        out["seeds_used"], out["stop_reason"] = out["seeds"], out["why_stopped"]  # the names the paper pages read
+        if out["verdict"] == "INCONCLUSIVE":
+            out["closest"] = closest(p_holm, comps, self.alpha, c.metric)
+            out["closest"]["seeds_to_reach"] = self._reach(i, out["closest"]["verdict"])
+        shown = self.companions.get(c.metric)
+        if shown:
+            out["companion"] = {"metric": shown, "comparisons": [self._companion(j, shown, x) for j, x in zip(
+                [j for j, (ci, _) in enumerate(self.comps) if ci == i], comps)]}
+        vacuous = [x["uninformative"] for x in comps if x["uninformative"]]
+        if vacuous and out["verdict"] == "INCONCLUSIVE":
+            out["uninformative"] = "; ".join(vacuous)
+        return out
+
+    def _companion(self, j: int, metric: str, x: dict) -> dict:
+        """The comparison's values in another metric, on the seeds it used."""
+        ra, rb = self.runs.get(j, ({}, {}))
+        used = set(x["seeds"])
+        pr = paired.pair(self.comps[j][1], metric, {s: r for s, r in ra.items() if s in used},
+                         {s: r for s, r in rb.items() if s in used})
+        v = np.asarray(pr["x"], float)
+        return {"seeds": pr["seeds"], "values": pr["x"], "n": len(v), "mean": float(v.mean()) if len(v) else None,
+                "sd": float(v.std(ddof=1)) if len(v) > 1 else None}
+
+    def _comparison(self, j: int) -> dict:
+        i, comp = self.comps[j]
+        c, tr, pr = self.claims[i], self.tracker, self.pairs[j] or paired.pair(comp, self.claims[i].metric, {}, {})
+        hist = tr.history[j]
+        x = [t for t in self.trace[j][:len(hist)]]
+        last = x[-1] if x else None
+        lv = self._levels(j)
+        lo = hi = None
+        if last:
+            se = last["sd"] / math.sqrt(last["n"])
+            lo = last["mean"] - self.designs[i].crit(hist, lv["SUPPORTED"]) * se
+            hi = last["mean"] + self.designs[i].crit(hist, lv["CONTRADICTED"]) * se
+        used = pr["seeds"][:last["n"]] if last and self.pairs[j] else list(range(last["n"])) if last else []
+        vals = last["values"] if last else []
+        side = self._side(j)
+        return {"a": comp.a, "b": comp.b, "test": comp.test, "setting": comp.setting,
+                "statement": comp.describe(c.metric), "boundary": comp.boundary, "negligible": comp.delta(c),
+                "paper_gap": comp.paper_gap, "seeds": used, "values": vals, "n": len(used),
+                "mean": last["mean"] if last else None, "sd": last["sd"] if last else None, "lower": lo,
+                "upper": hi, "levels": lv, "skewness": paired.skewness(vals), "side": side,
+                "stop_look": int(tr.stop_look[j, 0]), "history": [{k: v for k, v in t.items() if k != "values"} for t in x],
+                "p": self._comp_pvalues(j),
+                "uninformative": paired.uninformative(comp, c.metric, pr) if self.pairs[j] else "",
+                "reference_mean": pr["b_mean"], "chance": pr["chance"], "problems": pr["problems"],
+                "unpaired": pr["unpaired"], "diverged": pr["diverged"]}
+
+    def _side(self, j: int) -> str:
+        tr = self.tracker
+        i, comp = self.comps[j]
+        if not tr.history[j]:
+            return "no runs"
+        m = np.minimum(tr.rejected[:, :, 0].sum(axis=1), len(self.claims) - 1)
+        sup, con, neg = (bool(tr.crossed[f, j, m[f], 0]) for f in (SUP, CON, NEG))
+        if neg:
+            return "negligible"
+        if con:
+            return "contradicts"
+        if sup:
+            return "supports"
+        if self.pairs[j] and paired.uninformative(comp, self.claims[i].metric, self.pairs[j]):
+            return "uninformative"
+        return "undecided"
+
+    def _reach(self, i: int, family: str) -> int | None:
+        """Seeds at which the observed means and sds would reach ``family``'s boundary for claim i (all its
+        comparisons for SUPPORTED, one for CONTRADICTED or NEGLIGIBLE): a planning figure, even odds at one
+        look (``sequential.seeds_to_reach``); None when the observed values point the other way."""
+        need = []
+        for j, (ci, _) in enumerate(self.comps):
+            if ci != i or not self.trace[j]:
+                continue
+            last, spec = self.trace[j][-1], self.tracker.specs[j]
+            e = {"SUPPORTED": last["mean"] - spec.boundary, "CONTRADICTED": spec.boundary - last["mean"],
+                 "NEGLIGIBLE": spec.negligible - abs(last["mean"])}[family]
+            if family == "NEGLIGIBLE" and not spec.negligible:
+                continue
+            need.append(seeds_to_reach(e, last["sd"], self._levels(j)[family]) if e > 0 else None)
+        if family == "SUPPORTED":
+            return None if not need or None in need else max(need)
+        return min((n for n in need if n is not None), default=None)
+
+
+def closest(p_holm: dict, comps: list[dict], alpha: float, metric: str) -> dict:
+    """The decision an INCONCLUSIVE claim came closest to: the family with the smallest Holm-adjusted repeated
+    p-value, with a sentence."""
+    f = min(FAMILIES, key=lambda v: p_holm[v])
+    k, unit = METRICS[metric][3], METRICS[metric][2]
+    gaps = []
+    for x in comps:
+        if x["mean"] is None or x["lower"] is None:
+            continue
+        if f == "SUPPORTED" and x["lower"] <= x["boundary"]:
+            gaps.append(f"{x['a']} - {x['b']}: the interval's lower end is {_fmt(x['boundary'] - x['lower'], k, unit)} "
+                        f"below {_fmt(x['boundary'], k, unit)}")
+        elif f == "CONTRADICTED" and x["upper"] >= x["boundary"]:
+            gaps.append(f"{x['a']} - {x['b']}: the interval's upper end is {_fmt(x['upper'] - x['boundary'], k, unit)} "
+                        f"above {_fmt(x['boundary'], k, unit)}")
+    text = (f"closest to {f}: Holm-adjusted repeated p-value {p_holm[f]:.3g} (a verdict needs <= {alpha:g})"
+            + (f"; {'; '.join(gaps)}" if gaps else ""))
+    return {"verdict": f, "p_holm": p_holm[f], "text": text}
+
+
+def _fmt(v: float, k: float, unit: str) -> str:
+    return f"{v:.3g}x" if unit == "x" else f"{k * v:.2f} {unit}"
+
+
+def stop_text(reason: str, comps: list[dict], looks: tuple) -> str:
+    seeds = ", ".join(f"{x['a']} vs {x['b']}" + (f" ({x['setting']})" if x["setting"] else "") + f": {x['n']}"
+                      for x in comps)
+    if reason == "decided":
+        return f"decided (seeds per comparison: {seeds})"
+    return f"{REASONS.get(reason, reason)} (looks {list(looks)}; seeds per comparison: {seeds})"
+
+
+__all__ = ["Judge", "closest", "OPEN"]

@@ -1,0 +1,335 @@
+"""The empirical claims report: ``report.md``, ``report.json`` and one plot per claim, from the papers'
+results (``run.run_paper``).
+
+``report.json`` (read by ``benchmark.report.claim_verdicts``, ``benchmark.compare`` and the paper pages):
+
+* ``code_version``, ``environment``, ``meta`` (scale, quick, wall_seconds, cpus, backend, jobs, load_start,
+  load_end, note, looks), ``counts`` ({verdict: number of claims}), ``method`` (alpha, spending, skew
+  allowance, a sentence), ``before`` (the version whose spreads the markdown shows beside these, or null);
+* ``claims``: one summary per claim: ``id``, ``paper``, ``verdict`` (SUPPORTED / CONTRADICTED / NEGLIGIBLE /
+  INCONCLUSIVE), ``scale``, ``metric``, ``key_number`` (mean difference and interval per comparison),
+  ``seeds`` (the most paired seeds a comparison used; also as ``seeds_used``), ``stopped`` ("decided", "seeds",
+  "cpu" or "no runs"), ``why_stopped`` (a sentence; also as ``stop_reason``), ``margin`` ({value, reason} in the metric's unit, or null), ``closest`` (for
+  INCONCLUSIVE: {verdict, p_holm, text, seeds_to_reach}, else null);
+* ``papers``: per paper ``paper``, ``title``, ``scale`` (the scale's description), ``budget`` ({looks,
+  cpu_minutes, reason}), ``tuning``, ``cells`` (counts and ``cell_seconds``), ``seconds``, and ``claims``: the
+  full claim dicts of ``judge.Judge.results``: the summary keys plus ``source``, ``quote``, ``statement``,
+  ``direction``, ``looks``, ``p_holm`` ({family: Holm-adjusted repeated p-value}), ``alpha``, ``companion``
+  (where a scale's metric stands in for the claim's own: {metric, comparisons: [{seeds, values, n, mean, sd}]} of
+  the claim's metric on the same seeds) and ``comparisons``, each with ``a``, ``b``, ``test``, ``setting``, ``statement``, ``boundary``, ``negligible``
+  (delta, 0 for none), ``paper_gap``, ``seeds``, ``values``, ``n``, ``mean``, ``sd`` (the spread of the
+  per-seed differences), ``lower`` / ``upper`` (the repeated confidence interval's ends at the claim's
+  current SUPPORTED / CONTRADICTED levels, ``levels``), ``skewness``, ``side`` (supports, contradicts,
+  negligible, undecided, uninformative, no runs), ``stop_look``, ``history`` (n, mean, sd per analysed look),
+  ``p`` (repeated p-values per family), ``uninformative``, ``reference_mean``,
+  ``chance``, ``problems``, ``unpaired``, ``diverged``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from tabulate import tabulate
+
+from benchmark import store
+from benchmark.experiment import code_version, environment
+from theory.stats.sequential import SKEW_ALLOWANCE
+
+from .claim import METRICS, VERDICTS
+from .paired import ALPHA
+
+MANY_SEEDS = 10_000  # above this, a planning figure is shown as "> 10,000"
+METHOD = (
+    "Each claim is a paper's empirical statement with a metric, a boundary and a direction, tested on paired runs "
+    "(the same seed gives every method the same partition, initial model, client sampling and minibatch order: "
+    "the partition and the initial model are checked from the records' fingerprints, the sampling and batch streams "
+    "are keyed by the seed alone in benchmark/engine.py). Seeds are added in looks (the paper's budget, e.g. 5, 10, "
+    "20, 40 paired seeds) and a comparison stops as soon as it is decided: SUPPORTED when the repeated confidence "
+    "interval of the mean difference lies above the claim's boundary, CONTRADICTED when it lies below, NEGLIGIBLE "
+    "when it lies within +-the claim's smallest effect that matters (declared in the claim's code with its reason, "
+    "at most half the difference the paper reports): a superiority claim whose advantage is shown negligible is not "
+    "supported. INCONCLUSIVE only when the paper's budget of seeds or CPU time is spent; the report then says which "
+    "decision came closest. The intervals use Lan-DeMets (Pocock-type) error spending on Student t statistics with "
+    f"a skewness allowance (g = {SKEW_ALLOWANCE:g}), so each kind of wrong verdict keeps its rate under this optional "
+    "stopping; Holm's procedure over each paper's claims keeps the rate of any wrong SUPPORTED verdict per paper at "
+    f"{ALPHA:g}, and likewise for CONTRADICTED and NEGLIGIBLE (theory/stats/sequential.py, "
+    "theory/empirical/tracker.py; calibration measured in tests/test_empirical_calibration.py). Every method gets "
+    "the same declared tuning budget, selected on a validation split of the training data; the test set is used "
+    "only by the final runs. A reduced (CPU) scale keeps each paper's regime and states every reduction: its "
+    "verdicts are about that scale, and its accuracies are not the paper's numbers.")
+
+
+def _unit(metric: str) -> tuple[float, str]:
+    return METRICS[metric][3], METRICS[metric][2]
+
+
+def _num(v, k: float, unit: str, signed: bool = True) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    if unit == "x":
+        return f"{v:.3g}x"
+    return f"{k * v:+.2f}" if signed else f"{k * v:.2f}"
+
+
+def _seeds(n: int | None) -> str:
+    if n is None:
+        return ""
+    return f"> {MANY_SEEDS:,}" if n > MANY_SEEDS else str(n)
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def key_number(c: dict) -> str:
+    """Per comparison: the mean difference and its repeated confidence interval, in the metric's unit."""
+    k, unit = _unit(c["metric"])
+    parts = []
+    for x in c["comparisons"]:
+        if x["mean"] is None:
+            parts.append(f"{x['a']} vs {x['b']}: no paired runs")
+            continue
+        iv = f" [{_num(x['lower'], k, unit)}, {_num(x['upper'], k, unit)}]" if x["lower"] is not None else ""
+        tag = f"{x['a']} vs {x['b']}" + (f" ({x['setting']})" if len({y['setting'] for y in c['comparisons']}) > 1
+                                         else "")
+        parts.append(f"{tag}: {_num(x['mean'], k, unit)}{'' if unit == 'x' else ' ' + unit}{iv}")
+    return "; ".join(parts)
+
+
+def _amount(v: float, k: float, unit: str) -> str:
+    return f"{k * v:g} " + (unit[:-1] if unit.endswith("s") and k * v == 1 else unit)
+
+
+def margin_text(c: dict) -> str:
+    if not c.get("margin"):
+        return "none (a deterministic ratio: no NEGLIGIBLE verdict)"
+    k, unit = _unit(c["metric"])
+    deltas = sorted({x["negligible"] for x in c["comparisons"] if x["negligible"]})
+    v = _amount(c["margin"]["value"], k, unit)
+    if deltas and deltas != [c["margin"]["value"]]:
+        v += " (per comparison: " + ", ".join(f"{k * d:g}" for d in deltas) + f" {unit})"
+    return f"{v}: {c['margin']['reason']}"
+
+
+def verdict_lines(c: dict) -> list[str]:
+    """The verdict, why it stopped, the margin, the p-values and, when INCONCLUSIVE, the closest decision."""
+    k, unit = _unit(c["metric"])
+    md = [f"**{c['verdict']}** at the {c['scale']} scale; {c['why_stopped']}.", "",
+          f"Smallest effect that matters: {margin_text(c)}.", ""]
+    if c["verdict"] == "NEGLIGIBLE" and "superior" in c["direction"]:
+        neg = [x for x in c["comparisons"] if x["side"] == "negligible"]
+        md += ["**Not supported**: " + "; ".join(
+            f"{x['a']}'s difference from {x['b']} is shown to lie within +-{_amount(x['negligible'], k, unit)}"
+            for x in neg) + ", smaller than the smallest effect that matters.", ""]
+    p = c["p_holm"]
+    md.append("Holm-adjusted repeated p-values: " + ", ".join(f"{f} {p[f]:.3g}" for f in p)
+              + f" (a verdict needs <= {c['alpha']:g}).")
+    if c["verdict"] == "INCONCLUSIVE":
+        if c.get("uninformative"):
+            md.append(f"Uninformative: {c['uninformative']}.")
+        md.append(f"Closest decision: {c['closest']['text']}.")
+        reach = c["closest"].get("seeds_to_reach")
+        if reach:
+            md.append(f"At the observed means and spreads about {_seeds(reach)} paired seeds would reach that "
+                      f"decision (a planning figure: even odds at a single look).")
+    return md + [""]
+
+
+def spreads(report_json: dict) -> dict:
+    """{(claim id, a, b, setting): (sd, metric, seeds)} of a claims report.json: the spreads to compare with."""
+    out = {}
+    for p in report_json.get("papers", []):
+        for c in p.get("claims", []):
+            for x in c.get("comparisons", []):
+                if x.get("sd") is not None:
+                    out[(c["id"], x["a"], x["b"], x["setting"])] = (x["sd"], c["metric"], x.get("n"))
+    return out
+
+
+def previous_report(results_root, version: str) -> tuple[str, dict] | None:
+    """The newest claims report.json of a version before ``version`` under results/claims, or None."""
+    def key(v: str) -> tuple:
+        return tuple(int(p) if p.isdigit() else -1 for p in v.split("."))
+
+    base = Path(results_root) / "claims"
+    found = sorted((d.name for d in base.iterdir() if (d / "report.json").is_file() and key(d.name) < key(version)),
+                   key=key) if base.is_dir() else []
+    return (found[-1], json.loads((base / found[-1] / "report.json").read_text())) if found else None
+
+
+def _before(x: dict, c: dict, before: dict | None, k: float, unit: str) -> str:
+    if not before:
+        return "-"
+    got = before["spreads"].get((c["id"], x["a"], x["b"], x["setting"]))
+    if not got:
+        return "-"
+    sd, metric, n = got
+    kb, ub = _unit(metric)
+    return _num(sd, kb, ub, signed=False) + (f" ({metric})" if metric != c["metric"] else "")
+
+
+def _comparison_row(x: dict, k: float, unit: str) -> list:
+    vals = " ".join(_num(v, k, unit) for v in x["values"]) or "-"
+    skew = x.get("skewness")
+    notes = "; ".join(x["problems"] + x["unpaired"] + ([f"diverged: {', '.join(x['diverged'])}"] if x["diverged"]
+                                                      else [])
+                      + ([x["uninformative"]] if x.get("uninformative") else [])
+                      + ([f"skewness {skew:+.1f}"] if skew is not None and abs(skew) > 1 else []))
+    delta = f"+-{k * x['negligible']:g}" if x["negligible"] else "-"
+    gap = _num(x["paper_gap"], k, unit) if x.get("paper_gap") is not None else "-"
+    return [_cell(x["statement"]), x["setting"], x["n"], vals, _num(x["mean"], k, unit),
+            _num(x["sd"], k, unit, signed=False), f"[{_num(x['lower'], k, unit)}, {_num(x['upper'], k, unit)}]",
+            delta, gap, x["side"], _cell(notes)]
+
+
+def claim_section(c: dict, before: dict | None = None) -> list[str]:
+    k, unit = _unit(c["metric"])
+    md = [f"### {c['id']}", "", f"*{c['source']}*: {c['quote']}", "", f"**Tested:** {c['statement']}", ""]
+    md += verdict_lines(c)
+    rows = [_comparison_row(x, k, unit) for x in c["comparisons"]]
+    for row, x in zip(rows, c["comparisons"]):
+        row.insert(6, _before(x, c, before, k, unit))
+    sd_before = f"sd in {before['version']}" if before else "sd before"
+    md += [tabulate(rows, headers=["comparison", "setting", "seeds", "per seed", "mean", "sd", sd_before,
+                                   "repeated CI", "negligible within", "paper's gap", "this comparison", "notes"],
+                    tablefmt="github"), ""]
+    if c.get("companion"):
+        kc, uc = _unit(c["companion"]["metric"])
+        md += [f"Beside it, on the same seeds, the {METRICS[c['companion']['metric']][1]}: " + "; ".join(
+            f"{x['a']} vs {x['b']}" + (f" ({x['setting']})" if len(c["comparisons"]) > 1 else "")
+            + f" {_num(y['mean'], kc, uc)} (sd {_num(y['sd'], kc, uc, signed=False)})"
+            for x, y in zip(c["comparisons"], c["companion"]["comparisons"])) + ".", ""]
+    return md + [f"![{c['id']}]({c['id']}.png)", ""]
+
+
+def _tuning_lines(p: dict) -> list[str]:
+    sc = p["scale"]
+    if not sc.get("tuning", {}).get("rule"):
+        return [f"Tuning: {sc['tuning']}.", ""] if sc.get("tuning") else []
+    t = sc["tuning"]
+    md = [f"Tuning: {t['rule']}. Selection on a validation split of {t['validation']} training samples (never the "
+          f"test set), tuning seed(s) {t['tune_seeds']}; final runs on fresh seeds in looks of {p['budget']['looks']}"
+          f" paired seeds.", ""]
+    rows = []
+    for key, tr in p["tuning"].items():
+        pts = " / ".join(("**" if i == tr["chosen_index"] else "") + ", ".join(f"{a}={b}" for a, b in
+                                                                              pt["point"].items())
+                         + (f": {100 * pt['mean']:.1f}" if pt["mean"] is not None else ": failed")
+                         + ("**" if i == tr["chosen_index"] else "") for i, pt in enumerate(tr["points"]))
+        rows.append([key, pts])
+    return md + [tabulate(rows, headers=["setting / arm", "grid point: validation accuracy % (chosen in bold)"],
+                          tablefmt="github"), ""]
+
+
+def paper_section(p: dict, before: dict | None = None) -> list[str]:
+    sc, b = p["scale"], p["budget"]
+    cells = {k: v for k, v in p["cells"].items() if k != "cell_seconds"}
+    md = [f"## {p['title']}", "", f"Scale: **{sc['scale']}**" + (f", suite `{sc['suite']}`" if "suite" in sc else "")
+          + f"; the cells' runs took {p['cells'].get('cell_seconds', 0) / 60:.1f} min in all (summed as recorded, "
+          f"a batched run counting its share); this invocation {p['seconds']:.0f} s; cells now: "
+          + ", ".join(f"{k} {v}" for k, v in sorted(cells.items())) + ".", "",
+          f"Budget: looks of {b['looks']} paired seeds, {b['cpu_minutes']:g} CPU minutes ({b['reason']}).", ""]
+    if sc.get("kept"):
+        md += ["Kept from the paper: " + "; ".join(sc["kept"]) + ".", "", "Reductions (paper -> here):", ""]
+        md += [f"- {r}" for r in sc["reductions"]] + [""]
+    md += _tuning_lines(p)
+    for c in p["claims"]:
+        md += claim_section(c, before)
+    return md
+
+
+def plot(c: dict, path: Path) -> None:
+    """Per comparison: the per-seed values, their mean, the repeated confidence interval, the boundary (dashed)
+    and the negligible region (dotted)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    k, unit = _unit(c["metric"])
+    comps = c["comparisons"]
+    many = len({y["setting"] for y in comps}) > 1
+    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.55 * len(comps)))
+    for i, x in enumerate(comps):
+        y = len(comps) - 1 - i
+        if x["values"]:
+            ax.scatter([k * v for v in x["values"]], [y] * len(x["values"]), s=14, color="0.45", zorder=3,
+                       label="per seed" if i == 0 else None)
+        if x["lower"] is not None:
+            ax.plot([k * x["lower"], k * x["upper"]], [y, y], color="C0", lw=2.5, zorder=2,
+                    label="repeated CI (Holm levels)" if i == 0 else None)
+        if x["mean"] is not None:
+            ax.scatter([k * x["mean"]], [y], marker="D", color="C3", s=30, zorder=4, label="mean" if i == 0 else None)
+        ax.plot([k * x["boundary"]] * 2, [y - 0.35, y + 0.35], color="k", ls="--", lw=1)
+        if x["negligible"]:
+            for s in (-1, 1):
+                ax.plot([s * k * x["negligible"]] * 2, [y - 0.3, y + 0.3], color="C2", ls=":", lw=1.2,
+                        label="+-negligible margin" if i == 0 and s == 1 else None)
+    ax.set_yticks(range(len(comps)))
+    ax.set_yticklabels([f"{x['a']} vs {x['b']}" + (f"\n{x['setting']}" if many else "") for x in reversed(comps)],
+                       fontsize=8)
+    what = "ratio B / A" if unit == "x" else f"paired difference A - B ({unit})"
+    ax.set_xlabel(f"{what}; dashed: the claim's boundary", fontsize=8)
+    ax.set_title(f"{c['id']}: {c['verdict']} ({c['scale']} scale, {c['seeds']} seeds)", fontsize=9)
+    ax.grid(alpha=0.3, axis="x")
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def summary(c: dict) -> dict:
+    """The per-claim entry of report.json's ``claims`` (see the module docstring)."""
+    return {"id": c["id"], "paper": c["paper"], "verdict": c["verdict"], "scale": c["scale"], "metric": c["metric"],
+            "key_number": key_number(c), "seeds": c["seeds"], "seeds_used": c["seeds"], "stopped": c["stopped"],
+            "why_stopped": c["why_stopped"], "stop_reason": c["why_stopped"], "margin": c["margin"],
+            "closest": c.get("closest")}
+
+
+def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: dict | None = None) -> list[str]:
+    claims = [c for p in papers for c in p["claims"]]
+    md = [f"# Empirical claims report ({version['package']})", ""]
+    if meta.get("quick"):
+        md += ["**Quick mode: one look of a few seeds at a reduced scale, a smoke test. These are not verdicts.**", ""]
+    md += [f"Code {version['git_commit'] or '?'}{' (dirty)' if version['git_dirty'] else ''}. {len(claims)} claims: "
+           + ", ".join(f"{n} {v}" for v, n in counts.items()) + ". "
+           f"The cells' runs took {sum(p['cells'].get('cell_seconds', 0) for p in papers) / 60:.1f} min summed over "
+           f"cells (as recorded, a batched run counting its share). This invocation: {meta['wall_seconds'] / 60:.1f} "
+           f"min on {meta['cpus']} CPU(s), backend {meta['backend']} (jobs {meta['jobs']}); load average "
+           f"{meta['load_start']} at the start and {meta['load_end']} at the end (other jobs on the machine)."
+           + (f" {meta['note']}" if meta.get("note") else ""), "", METHOD, ""]
+    if before:
+        md += [f"The spread of each comparison (the sd of its per-seed differences) is shown beside its spread in the "
+               f"{before['version']} report, with that report's metric where it differs: what the scales and "
+               f"metrics of this version changed.", ""]
+    rows = [[f"[{c['id']}](#{c['id'].replace('.', '')})", c["paper"], f"**{c['verdict']}**", c["scale"], c["seeds"],
+             _cell(c["stopped"]), _cell(key_number(c))] for c in claims]
+    return md + [tabulate(rows, headers=["claim", "paper", "verdict", "scale", "seeds", "stopped", "key number"],
+                          tablefmt="github"), ""]
+
+
+def write_report(papers: list[dict], folder, meta: dict, before: tuple | None = None) -> dict:
+    """Write report.md, report.json and the plots into ``folder``; return their paths. ``before``: (version,
+    report.json) of an earlier claims report, whose spreads are shown beside this one's."""
+    before = {"version": before[0], "spreads": spreads(before[1])} if before else None
+    import torch
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    version = code_version()
+    claims = [c for p in papers for c in p["claims"]]
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
+    md = header(papers, meta, version, counts, before)
+    for p in papers:
+        md += paper_section(p, before)
+        for c in p["claims"]:
+            plot(c, folder / f"{c['id']}.png")
+    (folder / "report.md").write_text("\n".join(md))
+    payload = {"code_version": version, "environment": environment(torch.device("cpu")), "meta": meta,
+               "counts": counts, "method": {"alpha": ALPHA, "spending": "pocock", "skew_allowance": SKEW_ALLOWANCE,
+                                            "text": METHOD},
+               "papers": papers, "claims": [summary(c) for c in claims],
+               "before": before["version"] if before else None}
+    store.write_json_atomic(folder / "report.json", json.loads(json.dumps(payload, default=str)), indent=1)
+    return {"markdown": folder / "report.md", "json": folder / "report.json"}

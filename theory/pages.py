@@ -1,0 +1,284 @@
+"""One page per paper (``results/papers/<paper>.md``, ``fedrepro report --paper <paper>|all``): does the algorithm do
+what its paper says?
+
+A page is generated from what is committed, and nothing else, so that regenerating it gives the same bytes
+(``tests/test_paper_pages.py``):
+
+* the paper, its claims and fedrepro's documented deviations from the paper and from its public code
+  (``theory.paper_notes``), with the algorithms' docstring summaries (``algorithms``);
+* the theory verdicts (``results/theory/<version>/report.json``);
+* the empirical verdicts with their scale, the seeds used and why each stopped
+  (``results/claims/<version>/report.json``; read tolerantly: the keys of a sequential report are used when
+  present, and a report without them is described as fixed seeds);
+* the scales the claims code runs now and their cost plans (``theory.empirical``);
+* the committed leaderboards of the paper's suites, beside the paper's numbers where the leaderboard has them
+  (for orientation only at a reduced scale);
+* the commands that reproduce the paper's tables on a GPU (``results/perf/README.md`` has the session recipe).
+
+``version`` picks the results folders (default: the newest version present for each kind of result).
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from .paper_notes import NOTES
+
+PAPERS = ("bherd", "fedbat", "fedswa", "gradma", "lfl")
+STOP_KEYS = ("stop_reason", "stopped_because", "stopped", "why_stopped")
+SEED_KEYS = ("seeds_used", "n_seeds")
+
+
+def newest(folder: Path) -> str | None:
+    """The newest version folder name under ``folder`` (numeric order), or None."""
+    names = [p.name for p in folder.glob("*") if p.is_dir() and re.fullmatch(r"\d+(\.\d+)*", p.name)]
+    return max(names, key=lambda v: tuple(int(x) for x in v.split("."))) if names else None
+
+
+def _load(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(headers: list[str], rows: list[list]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return out + ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
+
+
+# ------------------------------------------------------------------------------------------------ verdicts
+
+
+def _counts(items) -> str:
+    counts = {}
+    for v in items:
+        counts[v] = counts.get(v, 0) + 1
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "none yet"
+
+
+def short_answer(paper: str, claims_report: dict | None, theory_report: dict | None) -> list[str]:
+    emp = [(c["verdict"], c.get("scale", p["scale"].get("scale"))) for p in (claims_report or {}).get("papers", [])
+           if p.get("paper") == paper for c in p["claims"]]
+    theo = [c["verdict"] for c in (theory_report or {}).get("claims", []) if c.get("paper") == paper]
+    scales = sorted({s for _, s in emp})
+    return ["**In short.** Empirical claims: " + _counts(v for v, _ in emp)
+            + (f" (scale {', '.join(scales)}; none at the paper's full setting)" if scales and "full" not in scales
+               else "") + ". Theory checks: " + _counts(theo) + ". Details, deviations and how to reproduce below.",
+            ""]
+
+
+def seeds_used(c: dict) -> int:
+    for k in SEED_KEYS:
+        if isinstance(c.get(k), int):
+            return c[k]
+    return max((x.get("n") or 0 for x in c.get("comparisons", [])), default=0)
+
+
+def stop_reason(c: dict) -> str:
+    """Why a claim's seeds stopped: the report's own words where it has them (and, for an undecided claim, the
+    decision that came closest)."""
+    why = next((str(c[k]) for k in STOP_KEYS if c.get(k)), None) or (str(c["reason"]) if c.get("reason") else None)
+    if why is None:
+        return f"a fixed {seeds_used(c)} paired seeds (this report has no sequential stopping)"
+    closest = c.get("closest") if isinstance(c.get("closest"), dict) else None
+    return why + (f"; closest: {closest['text']}" if closest and closest.get("text") else "")
+
+
+def empirical_section(paper: str, claims_report: dict | None, where: str) -> list[str]:
+    md = ["## Empirical verdicts", ""]
+    blocks = [p for p in (claims_report or {}).get("papers", []) if p.get("paper") == paper]
+    if not blocks:
+        return md + [f"No empirical claims report for this paper yet ({where}).", ""]
+    md += [f"From `{where}`. Each claim is a paired comparison over seeds after the same tuning budget for every "
+           "method (the claims report explains the test); the scale says how far the runs are from the paper's "
+           "setting.", ""]
+    keys = {c["id"]: c.get("key_number", "") for c in claims_report.get("claims", [])}
+    rows = []
+    for p in blocks:
+        for c in p["claims"]:
+            rows.append([c["id"], c["statement"], f"**{c['verdict']}**", c.get("scale", p["scale"].get("scale")),
+                         seeds_used(c), stop_reason(c), keys.get(c["id"], "")])
+    md += _table(["claim", "tested", "verdict", "scale", "seeds", "why it stopped", "key number"], rows) + [""]
+    for p in blocks:
+        for c in p["claims"]:
+            comp = c.get("companion")
+            if comp:
+                md += [f"{c['id']}: decided on `{c['metric']}`; the claim's own `{comp['metric']}` beside it (mean "
+                       "paired difference, points): " + "; ".join(
+                           f"{x['a']} vs {x['b']} {100 * y['mean']:+.2f}" if y.get("mean") is not None else
+                           f"{x['a']} vs {x['b']} -" for x, y in zip(c["comparisons"], comp["comparisons"])) + ".", ""]
+    for p in blocks:
+        sc = p["scale"]
+        md += [f"Scale **{sc.get('scale')}** of this report: kept from the paper: " + "; ".join(sc.get("kept", []))
+               + ".", "", "Reductions (paper -> here): " + "; ".join(sc.get("reductions", [])) + ".", ""]
+    return md
+
+
+def theory_section(paper: str, theory_report: dict | None, where: str) -> list[str]:
+    md = ["## Theory verdicts", ""]
+    claims = [c for c in (theory_report or {}).get("claims", []) if c.get("paper") == paper]
+    if not claims:
+        return md + [f"No theory claims for this paper in `{where}`.", ""]
+    counts = {}
+    for c in claims:
+        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    md += [f"From `{where}` ({', '.join(f'{n} {v}' for v, n in sorted(counts.items()))}). HOLDS / VIOLATED: a "
+           "calibrated test on convex problems with a known optimum or on real training; UNINFORMATIVE: an "
+           "algorithm that never moves would pass too.", ""]
+    rows = [[c["id"], c.get("kind", ""), c.get("source", ""), f"**{c['verdict']}**", c.get("key_number", "")]
+            for c in claims]
+    return md + _table(["claim", "kind", "source", "verdict", "key number"], rows) + [""]
+
+
+# ------------------------------------------------------------------------------------------------ scales
+
+
+def scales_section(paper: str) -> list[str]:
+    from . import empirical
+    from .empirical.scale import paper_scales
+
+    mod = empirical.paper(paper)
+    md = ["## Scales the claims run at now", "",
+          f"`theory/empirical/{paper}.py`; `fedrepro claims --paper {paper}` runs them on a CPU, resumable. The "
+          "cost plan counts the tuning runs and up to the most paired seeds the plan allows, at the measured "
+          "minutes per run.", ""]
+    for sc in paper_scales(mod):
+        d = sc.describe()
+        only = ", ".join(d["only"]) if d["only"] else "all claims"
+        md += [f"### `{d['scale']}` ({only})", "", d["why"] or "", ""]
+        if d["metrics"]:
+            md += ["Metric: " + "; ".join(f"`{a}` measured by `{b}`" for a, b in d["metrics"].items()) + ".", ""]
+        md += ["Reductions (paper -> here):", ""] + [f"- {r}" for r in d["reductions"]] + [""]
+        if d.get("plan"):
+            md += ["Plan: " + d["plan"][-1] + ".", ""]
+    return md
+
+
+# ------------------------------------------------------------------------------------------------ leaderboards
+
+
+def leaderboard_table(text: str) -> list[str]:
+    """The first markdown table of a leaderboard.md."""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("|")), None)
+    if start is None:
+        return []
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return lines[start:end]
+
+
+def leaderboards_section(paper: str, results: Path) -> list[str]:
+    from benchmark import runner
+
+    md = ["## Leaderboards beside the paper's numbers", ""]
+    suites = NOTES[paper]["suites"]
+    for kind in ("reduced", "paper"):
+        for name in suites[kind]:
+            suite = runner.load_suite(name)
+            v = newest(results / name)
+            if v is None:
+                md += [f"- `{name}` ({suite.scale} scale, {len(suite.cells)} cells, needs {suite.requires}): no "
+                       "committed leaderboard yet; the commands below produce it.", ""]
+                continue
+            comparable = suite.scale == "paper"
+            md += [f"### `{name}` ({v})", "",
+                   ("The paper's own setting: the paper's numbers are comparable." if comparable else
+                    "A reduced setting: the paper's numbers, where shown, are for orientation only; a reduced run "
+                    "is not expected to reach them."),
+                   f"From [results/{name}/{v}/leaderboard.md](../{name}/{v}/leaderboard.md):", ""]
+            md += leaderboard_table((results / name / v / "leaderboard.md").read_text()) + [""]
+    return md
+
+
+# ------------------------------------------------------------------------------------------------ GPU
+
+
+def gpu_section(paper: str) -> list[str]:
+    from benchmark import runner
+
+    md = ["## Reproduce the paper's tables on a GPU", "",
+          "From the repository root on a machine with a CUDA GPU and the datasets under `.data` (Fashion-MNIST "
+          "ships offline; MNIST, SVHN and CIFAR need `--download` once where there is a network). Each command "
+          "resumes where it stopped; `results/perf/README.md` (\"For the GPU session\") has the recipe for "
+          "machines that allow 10 minutes per call.", "", "```bash", "export PYTHONPATH=.  # or pip install -e ."]
+    for name in NOTES[paper]["suites"]["paper"]:
+        n = len(runner.load_suite(name).cells)
+        md += [f"python3 -m benchmark.cli run --suite {name} --device cuda --data-root .data --dry-run   "
+               f"# {n} cells: batched jobs, estimated time",
+               f"python3 -m benchmark.cli run --suite {name} --device cuda --data-root .data",
+               f"python3 -m benchmark.cli report --suite {name}   # leaderboard beside the paper's numbers"]
+    md += [f"python3 -m benchmark.cli claims --scale full --paper {paper} --no-run   # the claims on those cells",
+           "```", "", "On a CPU, the claims at the scales above:", "", "```bash",
+           f"fedrepro claims --paper {paper}            # the full report's scales (see the plan above)",
+           f"fedrepro claims --quick --paper {paper}    # a smoke test in seconds, not a verdict",
+           f"fedrepro report --paper {paper} --publish  # regenerate this page", "```", ""]
+    return md
+
+
+# ------------------------------------------------------------------------------------------------ page
+
+
+def implementation_section(paper: str) -> list[str]:
+    import algorithms
+
+    n = NOTES[paper]
+    md = ["## What fedrepro implements", ""]
+    rows = []
+    for name in n["algorithms"]:
+        cls = algorithms.get_class(name)
+        module_doc = sys.modules[cls.__module__].__doc__
+        own_file = getattr(cls, "algorithm", cls).__module__ != cls.__module__  # a configuration in its own module
+        doc = ((module_doc if own_file else None) or cls.__doc__ or module_doc or "").strip()
+        first = " ".join(doc.split("\n\n")[0].split())
+        rows.append([f"`{name}`", f"`{cls.__module__.replace('.', '/')}.py`", first])
+    md += _table(["algorithm", "module", "what (its docstring; the equations and choices are there)"], rows) + [""]
+    md += ["### Deviations from the paper", ""] + [f"- {x}" for x in n["from_paper"]] + [""]
+    md += ["### Deviations from the public code" + ("" if n["code"] else " (none released)"), ""]
+    if n["code"]:
+        md += [f"Public code: {n['code']} (read for behaviour only, never copied).", ""]
+    md += [f"- {x}" for x in n["from_code"]] + [""]
+    md += ["The paper suites' `[notes]` (" + ", ".join(f"`benchmark/suites/{s}.toml`" for s in n["suites"]["paper"])
+           + ") list every choice the paper leaves open at its own setting.", ""]
+    return md
+
+
+def page(paper: str, results: Path, theory_version: str | None = None,
+         claims_version: str | None = None) -> str:
+    """The markdown page of ``paper`` from the committed results under ``results``."""
+    if paper not in NOTES:
+        raise ValueError(f"unknown paper {paper!r}; papers with a page: {', '.join(PAPERS)}")
+    n = NOTES[paper]
+    tv = theory_version or newest(results / "theory")
+    cv = claims_version or newest(results / "claims")
+    theory = _load(results / "theory" / str(tv) / "report.json") if tv else None
+    claims = _load(results / "claims" / str(cv) / "report.json") if cv else None
+    md = [f"# {n['title']} ({n['cite']})", "",
+          f"Does the algorithm do what the paper says? This page is generated by `fedrepro report --paper {paper} --publish` "
+          f"from the committed results (theory {tv or '-'}, empirical claims {cv or '-'}); do not edit it by hand.",
+          ""] + short_answer(paper, claims, theory) + ["## What the paper claims", ""] + [f"- {c}" for c in n["claims"]] + [""]
+    md += empirical_section(paper, claims, f"results/claims/{cv}/report.json")
+    md += theory_section(paper, theory, f"results/theory/{tv}/report.json")
+    md += implementation_section(paper)
+    md += scales_section(paper)
+    md += leaderboards_section(paper, results)
+    md += gpu_section(paper)
+    return "\n".join(md).rstrip() + "\n"
+
+
+def write_pages(papers, results="results", out: str | None = None) -> list[Path]:
+    """Write ``<out>/<paper>.md`` (default ``<results>/papers``) for each paper; ``papers``: names or "all"."""
+    results = Path(results)
+    names = list(PAPERS) if papers in ("all", ["all"], ("all",)) else [papers] if isinstance(papers, str) else papers
+    folder = Path(out) if out else results / "papers"
+    texts = {p: page(p, results) for p in names}  # an unknown paper fails before anything is written
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for p, text in texts.items():
+        path = folder / f"{p}.md"
+        path.write_text(text)
+        paths.append(path)
+    return paths
