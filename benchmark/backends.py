@@ -115,7 +115,11 @@ class _Pool:
         self.procs: dict = {}  # the workers ever started (the pool forgets them when one dies: their exit codes)
 
     def submit(self, job):
-        f = self.pool.submit(self.compute, job)
+        try:
+            f = self.pool.submit(self.compute, job)
+        except BrokenProcessPool:  # a worker died since the last wait: this cell joins those run again alone
+            f = cf.Future()
+            f.set_exception(BrokenProcessPool("a worker died before this cell started"))
         self.procs.update(self.pool._processes or {})
         return f
 
@@ -131,6 +135,7 @@ class _Pool:
             return out
         done = {f for f, _ in out}
         suspects = [f for f in inflight if f not in done]
+        self.procs.update(self.pool._processes or {})
         stop_workers(self.pool)
         codes = _death(self.procs.values())
         self.procs = {}
@@ -166,6 +171,9 @@ class _Pool:
 
 def _death(procs) -> str:
     """How the dead among ``procs`` ended (those the pool itself then stopped with SIGTERM left out)."""
+    procs = list(procs)
+    for p in procs:  # the dead are reaped (an exit code, not None) before they are read
+        p.join(timeout=2)
     codes = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
     first = [c for c in codes if c != -15] or codes
     return ", ".join(sorted({oom.killed_by(c) for c in first})) or "cause unknown"

@@ -111,7 +111,7 @@ def _default(arm_name, mod, key):
 def _work(sc: CpuScale, setting: str, arm) -> float:
     """FLOPs of one run's training: rounds x sampled clients x samples per client-round x FLOPs per sample."""
     e = sc.base(setting, arm)
-    p = prepare(dataclasses.replace(e, device="cpu"))
+    p = prepare(dataclasses.replace(e, device="cpu"), "cpu")
     sizes = [len(x) for x in p.parts]
     n = sum(sizes) / len(sizes)
     per_client = e.local_steps * e.batch_size if e.local_steps else e.local_epochs * n
