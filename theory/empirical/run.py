@@ -59,9 +59,10 @@ def cell_seconds(recs: dict, exps) -> float:
     time of a run grows with the load and would end the looks early for a budget the runs did not spend."""
     total = 0.0
     for h in {e.config_hash() for e in exps}:
-        f = (recs.get(h) or {}).get("final") or {}
+        r = recs.get(h) or {}
+        f = r.get("final") or {}
         spent = f.get("cpu_time", f.get("wall_time")) or 0.0
-        total += spent / max(1, int(((recs.get(h) or {}).get("execution") or {}).get("group_runs") or 1))
+        total += spent / max(1, int((r.get("execution") or {}).get("group_runs") or 1))
     return float(total)
 
 
