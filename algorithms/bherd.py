@@ -20,6 +20,9 @@ FedAvg's uplink). With alpha = 1 every step is kept and BHerd is FedAvg (Eq. 8).
 Choices the paper leaves open (``bherd.md`` Sec. 1.4, 6.1):
 
 * rounding: k_i = floor(alpha * tau_i + 1/2) (half up), at least 1;
+* ties in Algorithm 2 (line 4): the lowest index, decided in float64 with a proven rounding bound
+  (``herding.greedy_herding``): a client of tau_i = 2 steps always meets one (its centered steps are c and
+  -c), and without the bound rounding noise chose, differently alone and in a batched group;
 * ``rescale="alpha"``: the paper's 1/alpha; ``"count"``: tau_i / k_i (exactly unbiased in scale when
   alpha * tau_i is not an integer);
 * ``selection``: ``"herding"`` (Algorithm 2, the paper), ``"random"`` (a uniformly random subset of

@@ -10,7 +10,14 @@
 
 so that the running sum of the selected *centered* vectors stays as close to zero as possible, i.e.
 the mean of the selected vectors stays close to the mean of all (the paper's Eq. 1 / 12). Ties go to
-the lowest index (``torch.argmin``). ``random_subset`` and ``closest_subset`` are the controls of
+the lowest index (the paper leaves tie-breaking open). Ties are exact in the mathematics more often than
+one would think: with tau = 2 steps the centered steps are c and -c, so the first pick (k = 1 at alpha =
+0.5) is always a tie. ``greedy_herding`` therefore computes its scores in float64 from the float64-centered
+steps (for float32 steps, tau = 2 then gives exactly c and -c) and treats as tied every candidate whose
+score is within the proven float64 rounding bound of the best one; otherwise rounding noise picks, and that
+noise depends on the buffer's padded length T (the most steps of any client in a vectorized round, over
+every run of a batched group), so a run's selection depended on which runs it was batched with.
+``random_subset`` and ``closest_subset`` are the controls of
 ``bherd.md`` Sec. 2: a uniformly random subset of the same size, and the k vectors individually
 closest to the mean (the Fig. 1(d) reading).
 
@@ -35,26 +42,39 @@ def greedy_herding(Z: torch.Tensor, valid: torch.Tensor, k) -> tuple[torch.Tenso
     """BHerd's Algorithm 2 on the valid rows of ``Z``: returns (selected mask, pick order).
 
     With s = sum of the picked centered rows, ||s + c_mu||^2 = ||s||^2 + 2 <c_mu, s> + ||c_mu||^2 and
-    ||s||^2 is the same for every candidate, so each pick needs only the Gram matrix G = C C^T:
-    <c_mu, s> = (G @ picked)_mu. One (T, d) x (d, T) product, then O(T^2) per pick.
+    ||s||^2 is the same for every candidate, so each pick (Algorithm 2, line 4) needs only the Gram matrix
+    G = C C^T: <c_mu, s> = (G @ picked)_mu. One (T, d) x (d, T) product, then O(T^2) per pick.
+
+    Ties (module docstring): C and G are float64; the score 2 (G @ picked)_mu + G_mu,mu of candidate mu is
+    within e_mu = gamma ||c_mu|| (||c_mu|| + 2 sum_{j picked} ||c_j||) of its exact value given C, with
+    gamma = 2 n u / (1 - n u), n = d + T + 2, u = 2^-53 (Higham's dot-product bound, Cauchy-Schwarz,
+    times 2). The pick is the lowest index among the candidates whose interval [score - e, score + e]
+    reaches the smallest upper end: the same pick whatever the padding, unless two exact scores differ by
+    less than about 4 e (a relative 1e-12 at d = 15,000).
     """
     T = Z.shape[0]
-    C = centered(Z, valid)
+    C = centered(Z.to(torch.float64), valid)
     G = C @ C.transpose(0, 1)
     sq = torch.diagonal(G)
+    norm = sq.clamp(min=0.0).sqrt()
+    n = Z.shape[1] + T + 2
+    gamma = 2.0 * n * 2.0 ** -53 / (1.0 - n * 2.0 ** -53)
     idx = torch.arange(T, device=Z.device)
     selected = torch.zeros(T, dtype=torch.bool, device=Z.device)
-    picked = torch.zeros(T, dtype=Z.dtype, device=Z.device)  # float indicator of ``selected``
+    picked = torch.zeros(T, dtype=C.dtype, device=Z.device)  # float indicator of ``selected``
     order = torch.full((T,), -1, dtype=torch.int64, device=Z.device)
-    inf = torch.tensor(float("inf"), dtype=Z.dtype, device=Z.device)
+    inf = torch.tensor(float("inf"), dtype=C.dtype, device=Z.device)
     for it in range(T):
         score = 2.0 * (G @ picked) + sq
-        score = torch.where(valid & ~selected, score, inf)
-        j = torch.argmin(score)  # ties: the lowest index
+        err = gamma * norm * (norm + 2.0 * (norm * picked).sum())
+        free = valid & ~selected
+        best = torch.where(free, score + err, inf).min()  # the smallest upper end
+        tied = free & ~(score - err > best)  # NaN scores (a diverged client): all tied, the NaN is kept
+        j = torch.where(tied, idx, T).min()  # ties: the lowest index
         take = (it < k) if isinstance(k, torch.Tensor) else torch.tensor(it < k, device=Z.device)
         onehot = (idx == j) & take
         selected = selected | onehot
-        picked = picked + onehot.to(Z.dtype)
+        picked = picked + onehot.to(C.dtype)
         order = torch.where(idx == it, torch.where(take, j, -1), order)
     return selected, order
 
