@@ -512,7 +512,12 @@ class VectorizedExecutor:
 
 
 def _split(out, jobs: list[ClientJob], sizes: list[int], steps: torch.Tensor, alone: bool) -> list[RoundOutput]:
-    """The vmapped results, one ``RoundOutput`` per run (in the order of the (run, client) pairs)."""
+    """The vmapped results, one ``RoundOutput`` per run (in the order of the (run, client) pairs).
+
+    A batched run's uplinks are copied out of the group's stacked tensors (a fresh, aligned allocation, as
+    a run alone gets), not left as views at an offset: BLAS reductions over the clients (a dot product of
+    per-client scalars, e.g. GraB-FedAvg's alpha_t) round differently with the data's memory alignment,
+    so a view made a batched record differ from the run alone in the last bits."""
     up, st, nb, loss, diag = out
     k = len(jobs)
     new_states = unstack_tree(st, k) if jobs[0].state else [{} for _ in jobs]
@@ -521,7 +526,7 @@ def _split(out, jobs: list[ClientJob], sizes: list[int], steps: torch.Tensor, al
     losses = (loss / steps.clamp(min=1)).tolist()
     outs, a = [], 0
     for n in sizes:
-        ups = up if alone else tree_map(lambda t, a=a, n=n: t[a:a + n], up)
+        ups = up if alone else tree_map(lambda t, a=a, n=n: t[a:a + n].clone(), up)
         outs.append(RoundOutput(ups, new_states[a:a + n], new_bufs[a:a + n], losses[a:a + n],
                                 new_diag[a:a + n] if new_diag else []))
         a += n

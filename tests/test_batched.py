@@ -148,6 +148,31 @@ def test_batchnorm_partial_batches_and_object_dataset():
     _check_group(exps)
 
 
+def test_a_batched_runs_uplinks_are_its_own_aligned_copy():
+    # planted defect (0.2.0): views into the group's stacked uplinks at an offset; a BLAS dot product over
+    # the clients rounds differently with the memory alignment (GraB-FedAvg's alpha_t moved in the last bit)
+    from benchmark import executors
+
+    jobs = [executors.ClientJob(i, None, {}, 1) for i in range(6)]
+    up = Message({"delta": torch.arange(12.0).reshape(6, 2), "alpha": torch.arange(6.0).reshape(6, 1)})
+    outs = executors._split((up, {}, {}, torch.ones(6), {}), jobs, [3, 3], torch.ones(6), alone=False)
+    for o, a in zip(outs, (0, 3)):
+        for name, t in o.uplinks.parts.items():
+            assert torch.equal(t, up.parts[name][a:a + 3]) and t.storage_offset() == 0, name
+
+
+def test_grab_fedavg_batched_equals_alone_bit_for_bit():
+    # the matrix's digits setting: 10 clients a round, so the second run's slice starts at client 10
+    # (alpha_t is a 10-element dot product; it differed in the last bit at that offset)
+    base = dict(algorithm="grab_fedavg", model="mlp", num_clients=20, clients_per_round=10, rounds=3,
+                local_steps=None, batch_size=32, lr=0.05, eval_train_samples=300)
+    exps = [_digits(seed=0, partition="iid", **base), _digits(seed=1, partition="dirichlet:0.1", **base)]
+    for e, g in zip(exps, plan.run_group(exps)):
+        alone = plan.run(e)
+        assert [h["local_loss"] for h in g.history] == [h["local_loss"] for h in alone.history]
+        assert g.final["test_loss"] == alone.final["test_loss"]
+
+
 def test_mixed_group_is_refused():
     with pytest.raises(ValueError, match="cannot share a batched job"):
         plan.run_group([_digits(), _digits(batch_size=8)])
