@@ -53,6 +53,10 @@ def test_the_hashed_files_cover_theory_and_the_algorithms_the_claims_run():
             "algorithms/fedbat.py", "algorithms/compress/signs.py", "algorithms/bherd.py", "algorithms/core/herding.py",
             "algorithms/lfl.py", "algorithms/fedmoswa.py", "algorithms/scaffold.py", "algorithms/core/base.py"} <= files
     assert not any(f.startswith("benchmark/") for f in files)
+    # what the claims import, transitively (theory/stats/__init__.py runs before theory/stats/core.py), and not
+    # the empirical claims nor the paper pages: no theory claim imports them, so no theory verdict depends on them
+    assert {"theory/stats/core.py", "theory/stats/__init__.py", "theory/problems.py", "theory/__init__.py"} <= files
+    assert not any(f.startswith("theory/empirical/") or f == "theory/pages.py" for f in files)
     with pytest.raises(ValueError, match="CLAIM_ALGORITHMS"):
         provenance.check_algorithm("fedprox")
 

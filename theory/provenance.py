@@ -3,7 +3,10 @@
 The committed report (``results/theory/<version>/report.json``) records a SHA-256 over these files, and
 ``tests/test_theory_report.py`` fails when they changed after the report was generated:
 
-* every ``theory/**/*.py`` file (the claims, statistics, problems and run helpers);
+* the ``theory/`` files the claims load: every ``theory/claims/**/*.py`` module and, transitively, every
+  ``theory`` module those import (statistics, problems, run helpers, ``theory/__init__.py``). Not the
+  empirical claims (``theory/empirical/``, with their own report and records) nor the paper pages
+  (``theory/pages.py``), which no theory claim imports: a change there leaves every theory verdict as it was;
 * the ``algorithms/`` modules the claims use: the modules that define the algorithms the claims train
   (``CLAIM_ALGORITHMS``, by registry name), the ``algorithms`` modules that ``theory/`` imports directly
   (``from algorithms import compress``, ...), and, transitively, every ``algorithms`` module those
@@ -27,9 +30,13 @@ CLAIM_ALGORITHMS = ("bherd", "fedavg", "fedbat", "fedmoswa", "fedswa", "gradma",
                     "lossless", "scaffold")
 
 
+PACKAGES = ("algorithms", "theory")
+
+
 def _module_file(dotted: str) -> Path | None:
-    """The file of an ``algorithms`` module or package (``algorithms.core.qp`` -> algorithms/core/qp.py), or None."""
-    if dotted.split(".")[0] != "algorithms":
+    """The file of an ``algorithms`` or ``theory`` module or package (``algorithms.core.qp`` ->
+    algorithms/core/qp.py), or None."""
+    if dotted.split(".")[0] not in PACKAGES:
         return None
     p = ROOT.joinpath(*dotted.split("."))
     for f in (p.with_suffix(".py"), p / "__init__.py"):
@@ -38,9 +45,10 @@ def _module_file(dotted: str) -> Path | None:
     return None
 
 
-def _algorithm_imports(path: Path) -> set[Path]:
-    """``algorithms`` files imported by a file: ``from algorithms[.x] import y`` (y's own file when y is a
-    module, else x's), ``import algorithms.x`` and, inside algorithms/, the relative imports."""
+def _imports(path: Path) -> set[Path]:
+    """``algorithms`` and ``theory`` files imported by a file (at any depth of its code): ``from pkg[.x] import
+    y`` (y's own file when y is a module, else x's), ``import pkg.x`` and the relative imports. The packages'
+    ``__init__.py`` files are left to :func:`hashed_files`."""
     parts = path.relative_to(ROOT).with_suffix("").parts
     package = list(parts[:-1])
     out: set[Path] = set()
@@ -51,26 +59,27 @@ def _algorithm_imports(path: Path) -> set[Path]:
             subs = {_module_file(f"{mod}.{a.name}") for a in node.names} - {None}
             out |= subs or ({_module_file(mod)} - {None})
         elif isinstance(node, ast.Import):
-            out |= {_module_file(a.name) for a in node.names if a.name.startswith("algorithms.")} - {None}
-    return out - {ROOT / "algorithms" / "__init__.py"}
+            out |= {_module_file(a.name) for a in node.names} - {None}
+    return out - {ROOT / pkg / "__init__.py" for pkg in PACKAGES}
 
 
 def hashed_files() -> list[Path]:
     """The files of the module docstring, sorted by path relative to the repository root."""
     import algorithms
 
-    theory = sorted((ROOT / "theory").rglob("*.py"))
-    todo = {_module_file(algorithms.get_class(n).__module__) for n in CLAIM_ALGORITHMS}
-    for f in theory:
-        todo |= _algorithm_imports(f)
+    todo = set((ROOT / "theory" / "claims").rglob("*.py")) | {ROOT / "theory" / "__init__.py"}
+    todo |= {_module_file(algorithms.get_class(n).__module__) for n in CLAIM_ALGORITHMS}
     seen: set[Path] = set()
     while todo:
         f = todo.pop()
         if f in seen:
             continue
         seen.add(f)
-        todo |= _algorithm_imports(f) - seen
-    return sorted(theory + sorted(seen), key=lambda p: p.relative_to(ROOT).as_posix())
+        todo |= _imports(f) - seen
+        init = f.parent / "__init__.py"  # a submodule's import runs its package's __init__ first
+        if init.exists() and init != ROOT / "algorithms" / "__init__.py":
+            todo.add(init)
+    return sorted(seen, key=lambda p: p.relative_to(ROOT).as_posix())
 
 
 def file_hashes() -> dict[str, str]:
