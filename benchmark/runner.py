@@ -146,11 +146,13 @@ def process_plan(jobs: int | str | None, cells: int) -> tuple[int, Threads, str 
 
 def run_suite(suite: Suite, backend: str = "local", jobs: int | str | None = None, results_root: str = "results",
               address: str | None = None, progress: bool = True, device: str | None = None,
-              executor: str | None = None, group_runs: int | None = None) -> dict:
-    """Run every unfinished cell of ``suite``; return counts by status (``run_experiments``)."""
-    return run_experiments([c.experiment for c in suite.cells], results_dir(results_root, suite.name), backend,
-                           jobs, address, progress, f"suite {suite.name}", group_runs=group_runs, device=device,
-                           executor=executor)
+              executor: str | None = None, group_runs: int | None = None,
+              out_dir: str | os.PathLike | None = None) -> dict:
+    """Run every unfinished cell of ``suite``; return counts by status (``run_experiments``). The records go to
+    ``out_dir``, by default ``results_dir(results_root, suite.name)``."""
+    folder = results_dir(results_root, suite.name) if out_dir is None else out_dir
+    return run_experiments([c.experiment for c in suite.cells], folder, backend, jobs, address, progress,
+                           f"suite {suite.name}", group_runs=group_runs, device=device, executor=executor)
 
 
 def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend: str = "local",
@@ -250,9 +252,11 @@ def _settled(out_dir: Path, exps: list[Experiment]):
 
 
 def plan_suite(suite: Suite, results_root: str = "results", device: str | None = None,
-               executor: str | None = None, group_runs: int | None = None, backend: str = "local") -> dict:
-    """What ``run_suite`` would do (``benchmark.plan``): the unfinished cells, their jobs, work and estimated time."""
-    out_dir = results_dir(results_root, suite.name)
+               executor: str | None = None, group_runs: int | None = None, backend: str = "local",
+               out_dir: str | os.PathLike | None = None) -> dict:
+    """What ``run_suite`` would do (``benchmark.plan``): the unfinished cells, their jobs, work and estimated time.
+    ``out_dir`` as ``run_suite``'s."""
+    out_dir = results_dir(results_root, suite.name) if out_dir is None else Path(out_dir)
     exps, done = pending([c.experiment for c in suite.cells], out_dir)
     try:
         jobs = plan.plan(exps, device=device, executor=executor, group_runs=group_runs, backend=backend,

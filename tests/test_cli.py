@@ -117,6 +117,28 @@ def test_a_suite_by_path_and_the_default_results_folder(tmp_path, monkeypatch, c
     assert "no suite file" in capsys.readouterr().err
 
 
+def test_a_suite_with_out_writes_its_records_and_report_there(tmp_path, monkeypatch, capsys):
+    """`run --suite X --out DIR`: the records, leaderboard and runs.csv go to DIR itself (as `theory --out` and
+    `claims --out` put their report in DIR), nothing to the default ./runs; the same --out resumes; --out with
+    --results or --publish is a clear error naming both."""
+    p = tmp_path / "mine.toml"
+    p.write_text('name = "mine"\n[defaults]\ndataset = "digits"\nmodel = "logreg"\nnum_clients = 4\nrounds = 1\n'
+                 '[matrix]\nseed = [0, 1]\n')
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "here"
+    assert main(["run", "--suite", str(p), "--out", str(out), "--no-progress"]) == 0
+    assert len(list(out.glob("*.json"))) == 2 and (out / "leaderboard.md").is_file() and (out / "runs.csv").is_file()
+    assert not (tmp_path / "runs").exists()
+    capsys.readouterr()
+    assert main(["run", "--suite", str(p), "--out", str(out), "--dry-run"]) == 0
+    assert "2 cells, 2 finished, 0 to run" in capsys.readouterr().out
+    for extra in (["--results", str(tmp_path / "r")], ["--publish"]):
+        assert main(["run", "--suite", str(p), "--out", str(out), "--no-progress"] + extra) == 2
+        err = capsys.readouterr().err
+        assert f"--out {out} holds the suite's records" in err and "--results/--publish" in err and "not both" in err
+    assert not (tmp_path / "r").exists()
+
+
 def test_publish_is_the_committed_results_folder(tmp_path):
     from benchmark.cli import args, build_parser
 

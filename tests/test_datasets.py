@@ -108,7 +108,7 @@ def test_mnist_gz_in_torchvision_layout(tmp_path):
 
 
 def test_fmnist_from_data_root_decompressed(tmp_path, monkeypatch):
-    monkeypatch.setattr(D, "_debian_fmnist_dirs", lambda: [tmp_path / "no-debian"])
+    monkeypatch.setattr(D.mnist, "_debian_fmnist_dirs", lambda: [tmp_path / "no-debian"])
     arrays = make_idx(tmp_path / "FashionMNIST" / "raw", n_train=10, n_test=4, gz=False)
     ds = D.load("fashion-mnist", data_root=tmp_path)
     assert ds.name == "fmnist" and ds.x_train.shape == (10, 1, 28, 28) and ds.x_test.shape == (4, 1, 28, 28)
@@ -124,7 +124,7 @@ def test_fmnist_from_data_root_decompressed(tmp_path, monkeypatch):
 def test_fmnist_found_in_a_debian_style_dir(tmp_path, monkeypatch):
     deb = tmp_path / "usr" / "share" / "datasets" / "fashion-mnist"
     arrays = make_idx(deb, n_train=7, n_test=3, gz=True)
-    monkeypatch.setattr(D, "_debian_fmnist_dirs", lambda: [tmp_path / "elsewhere", deb])
+    monkeypatch.setattr(D.mnist, "_debian_fmnist_dirs", lambda: [tmp_path / "elsewhere", deb])
     ds = D.load("fmnist", data_root=tmp_path / "root", normalize=False)
     assert ds.meta["source"] == str(deb)
     torch.testing.assert_close(ds.x_train[:, 0], torch.from_numpy(arrays["train"][0]).float() / 255)
@@ -132,7 +132,7 @@ def test_fmnist_found_in_a_debian_style_dir(tmp_path, monkeypatch):
 
 
 def test_idx_missing_files_message(tmp_path, monkeypatch):
-    monkeypatch.setattr(D, "_debian_fmnist_dirs", lambda: [tmp_path / "deb"])
+    monkeypatch.setattr(D.mnist, "_debian_fmnist_dirs", lambda: [tmp_path / "deb"])
     with pytest.raises(FileNotFoundError) as e:
         D.load("fmnist", data_root=tmp_path)
     msg = str(e.value)

@@ -6,6 +6,9 @@ the whole graph, and the checker itself is shown to catch a planted cycle and a 
 algorithms/ as DESIGN.md draws it: every top-level module registers at least one algorithm (it is found by
 its folder), the infrastructure lives in the sub-packages core/ and compress/, and they register none; the
 checker is shown to catch a planted helper module, a planted sub-package and an algorithm inside core/.
+
+Sizes (issue 23): no function (or method) over 80 lines and no module over 600 lines in algorithms/, benchmark/
+and theory/; the checker is shown to catch a planted long function and a planted long module.
 """
 from __future__ import annotations
 
@@ -281,3 +284,52 @@ def test_the_how_and_round_checks_catch_planted_violations(tmp_path):
         "benchmark.bench: run(group_runs=1) sets a default"]
     assert round_findings(root) == ["theory.runs: RoundInputs()", "theory.runs: alg.aggregate()",
                                     "theory.runs: alg.broadcast()"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Sizes: no function over 80 lines, no module over 600 (tests excluded)
+
+MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 600
+
+
+def size_findings_in(name: str, source: str) -> list[str]:
+    """A module's functions (methods and nested functions too) over ``MAX_FUNCTION_LINES`` lines, from ``def``
+    to the last line of the body (decorators not counted), and the module itself if over ``MAX_MODULE_LINES``."""
+    found = []
+    n = len(source.splitlines())
+    if n > MAX_MODULE_LINES:
+        found.append(f"{name}: {n} lines (at most {MAX_MODULE_LINES}: split it along a seam, e.g. into a package)")
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            if length > MAX_FUNCTION_LINES:
+                found.append(f"{name}:{node.lineno} {node.name}() is {length} lines (at most {MAX_FUNCTION_LINES})")
+    return found
+
+
+def size_findings(root: Path) -> list[str]:
+    return sorted(f for name, (path, _) in modules(root).items() for f in size_findings_in(name, path.read_text()))
+
+
+def test_no_function_over_80_lines_and_no_module_over_600():
+    assert size_findings(ROOT) == []
+
+
+def _function(name: str, body_lines: int, indent: str = "") -> str:
+    body = "".join(f"{indent}    x{i} = {i}\n" for i in range(body_lines - 1))
+    return f"{indent}def {name}():\n{body}{indent}    return 0\n"
+
+
+def test_size_checker_catches_a_planted_long_function_and_module(tmp_path):
+    ok = "@decorator\n" + _function("fits", MAX_FUNCTION_LINES - 1)  # 80 lines with its def; decorator not counted
+    assert size_findings_in("m", ok) == []
+    long_fn = _function("too_long", MAX_FUNCTION_LINES)  # 81 lines
+    assert size_findings_in("m", long_fn) == [f"m:1 too_long() is 81 lines (at most {MAX_FUNCTION_LINES})"]
+    method = "class A:\n" + _function("step", MAX_FUNCTION_LINES + 5, indent="    ")  # a method counts too
+    assert size_findings_in("m", method) == [f"m:2 step() is 86 lines (at most {MAX_FUNCTION_LINES})"]
+    many = "".join(_function(f"f{i}", 9) + "\n\n" for i in range(55))  # short functions, 660 lines in all
+    assert size_findings_in("m", many) == ["m: 660 lines (at most 600: split it along a seam, e.g. into a package)"]
+    root = _tree(tmp_path, {"benchmark/big.py": many, "theory/long.py": long_fn, "algorithms/ok.py": ok})
+    assert size_findings(root) == ["benchmark.big: 660 lines (at most 600: split it along a seam, e.g. into a package)",
+                                   f"theory.long:1 too_long() is 81 lines (at most {MAX_FUNCTION_LINES})"]

@@ -43,6 +43,7 @@ import math
 import time
 import zlib
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -229,21 +230,28 @@ def bias_resolution(D: np.ndarray, scale: np.ndarray, res: stats.TestResult, tol
     out = {"random_coordinates": k, "eps_normal_theory": eps_nt, "simulation_reps": reps}
     worst = 0.0
     for sign in (1.0, -1.0):
-        lo, hi = 0.0, eps_nt
-        while pw(hi, sign) < power:
-            lo, hi = hi, 2 * hi
-            if hi > 1e6:
-                break
-        for _ in range(8):  # bracket [lo, hi] with hi / lo <= 2: relative precision 2^-8
-            mid = 0.5 * (lo + hi)
-            if pw(mid, sign) >= power:
-                hi = mid
-            else:
-                lo = mid
+        hi = _smallest_detected(lambda eps, sign=sign: pw(eps, sign), eps_nt, power)
         out["eps_99_plus" if sign > 0 else "eps_99_minus"] = hi
         worst = max(worst, hi)
     out["eps_99"] = worst
     return out
+
+
+def _smallest_detected(pw: Callable[[float], float], start: float, power: float) -> float:
+    """The smallest eps with ``pw(eps) >= power`` to a relative precision of 2^-8 (``pw`` increasing): doubled
+    from ``start`` until reached (or past 1e6), then bisected."""
+    lo, hi = 0.0, start
+    while pw(hi) < power:
+        lo, hi = hi, 2 * hi
+        if hi > 1e6:
+            break
+    for _ in range(8):  # bracket [lo, hi] with hi / lo <= 2: relative precision 2^-8
+        mid = 0.5 * (lo + hi)
+        if pw(mid) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def _lambda_99(k: int, crit: float, power: float = 0.99) -> float:

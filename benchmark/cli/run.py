@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from .. import cost, plan, report, runner, store, suite
 from ..plan import load_warning
@@ -19,7 +20,8 @@ def add_parser(sub) -> None:
                     "algorithms x 3 partitions of scikit-learn's digits, 1 seed, 30 rounds, logistic regression), "
                     "offline on the CPU in a minute or two, and prints its leaderboard; its records, leaderboard, "
                     f"runs.csv and plots go to ./{args.RUNS_DIR}/{DEFAULT_SUITE}/<version>/. With experiment flags it "
-                    "runs one experiment per seed (records with --out); with --suite, a suite.")
+                    "runs one experiment per seed (records with --out); with --suite, a suite (--out DIR: its records "
+                    "and report in DIR itself).")
     args.experiment_flags(r)
     r.add_argument("--suite", help="a shipped suite by name (see `fedrepro list suites`), or the path of a suite file "
                                    "(e.g. my_suites/grid.toml; format: benchmark/suites/FORMAT.md)")
@@ -29,8 +31,10 @@ def add_parser(sub) -> None:
                         "core, at most one per CPU)")
     r.add_argument("--address", help="Ray cluster address for --backend ray (default: start a local Ray)")
     args.results_flags(r, "a suite's records and reports go to DIR/<suite>/<version>/")
-    r.add_argument("--out", help="write each run record as OUT/<config_hash>.json (a folder, checked writable "
-                   "before any training)")
+    r.add_argument("--out", help="single runs: write each run record as OUT/<config_hash>.json; a suite (and plain "
+                   "`fedrepro run`): its records, leaderboard, runs.csv and plots go to OUT itself instead of "
+                   "RESULTS/<suite>/<version>/ (rerun with the same --out to resume). A folder, checked writable "
+                   "before any training")
     r.add_argument("--json", action="store_true", help="print the run records as JSON instead of a table")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--group-runs", type=int, default=None, metavar="N",
@@ -147,16 +151,25 @@ def _dry_run_experiments(exps: list, device: str | None) -> int:
     return 0
 
 
+def suite_folder(a, suite_name: str):
+    """Where a suite's records and report go: ``--out DIR`` itself, else ``<results>/<suite>/<version>/``."""
+    if not getattr(a, "out", None):
+        return runner.results_dir(args.results_root(a), suite_name)
+    if a.results or getattr(a, "publish", False):
+        raise ValueError(f"--out {a.out} holds the suite's records and report itself, while --results/--publish "
+                         f"put them in RESULTS/{suite_name}/<version>/: give one of them, not both")
+    return Path(a.out)
+
+
 def main_run_suite(a) -> int:
     """``fedrepro run --suite NAME``."""
     s = suite.select_cells(suite.load_suite(a.suite), getattr(a, "only", None))
-    root = args.results_root(a)
-    out_dir = runner.results_dir(root, s.name)
+    out_dir = suite_folder(a, s.name)
     print(f"suite {s.name}: {len(s.cells)} cells -> {out_dir}", file=sys.stderr)
     warn_if_loaded()
     resume_hint(a, f"finished cells are kept in {out_dir}; run the same command again to resume")
-    counts = runner.run_suite(s, a.backend, a.jobs, root, a.address, progress=not a.no_progress, device=a.device,
-                              executor=a.executor, group_runs=cli_group_runs(a))
+    counts = runner.run_suite(s, a.backend, a.jobs, progress=not a.no_progress, device=a.device, address=a.address,
+                              executor=a.executor, group_runs=cli_group_runs(a), out_dir=out_dir)
     print(f"suite {s.name}: " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=sys.stderr)
     paths = report.write_report(s, out_dir)
     print(paths["markdown"].read_text())
@@ -169,7 +182,8 @@ def main_dry_run(a) -> int:
     from tabulate import tabulate
 
     s = suite.select_cells(suite.load_suite(a.suite), getattr(a, "only", None))
-    p = runner.plan_suite(s, args.results_root(a), a.device, a.executor, cli_group_runs(a), a.backend)
+    p = runner.plan_suite(s, device=a.device, executor=a.executor, group_runs=cli_group_runs(a), backend=a.backend,
+                          out_dir=suite_folder(a, s.name))
     rows = [[alg, ds, model, r["cells"], r["groups"], ", ".join(sorted(r["executor"])),
              cost.human_count(r["sample_gradients"]), cost.human_seconds(r["seconds"]), "; ".join(sorted(r["reason"]))]
             for (alg, ds, model), r in sorted(p["rows"].items())]

@@ -389,6 +389,27 @@ def _constants_along(data: FederatedDataset, thetas: torch.Tensor, lam: float, m
     return {"L": Lmax, "sigma": sig, "sigma_g": sg}
 
 
+def _stability_setups(seed: int, m: int, d: int, ns: list, seeds: int, reps: int, sg_scale: float, noise: float,
+                      lam: float) -> tuple[list, float]:
+    """Per seed, the nested client data and ``reps`` neighbouring replacements (client, row, x', y'), and the
+    largest per-sample smoothness beta = 2||x||^2 + lam over every row and replacement drawn."""
+    setups = []  # (seed, X, y, [(client, row, x', y')])
+    beta = 0.0
+    for sd in range(seeds):
+        pseed = 100 * seed + sd
+        X, y, h, w_i = nested_clients(m, d, max(ns), sg_scale, noise, pseed)
+        rng = np.random.default_rng([pseed, 52])
+        reps_list = []
+        for _ in range(reps):
+            c, j = int(rng.integers(m)), int(rng.integers(min(ns)))
+            xr = rng.normal(size=d) * np.sqrt(h[c] / 2.0)
+            reps_list.append((c, j, xr, float(xr @ w_i[c] + noise * rng.normal())))
+            beta = max(beta, 2 * float(xr @ xr) + lam)
+        beta = max(beta, 2 * float((X ** 2).sum(-1).max()) + lam)
+        setups.append((sd, X, y, reps_list))
+    return setups, beta
+
+
 @claim("fedswa.thm51.stability", PAPER, "Theorem 5.1 (strongly convex) via Thms E.3 / F.3",
        "Uniform stability: for S, S' differing in one sample, E||theta_T - theta'_T|| <= (2/(m n beta)) "
        "e^{1 - mu/((beta+mu)T)} (b~ L + b~ sigma_g + b~ sigma) for FedSWA and (b~ L + sigma_g + b~ sigma) for FedMoSWA "
@@ -410,20 +431,7 @@ def stability(ctx: CheckContext, truncate: int | None = None) -> Outcome:
     algs = {"fedswa": ("fedswa", {"rho": 0.1, "alpha": 1.0}, False),
             "fedmoswa": ("fedmoswa", {"rho": 0.1, "alpha": 1.0, "gamma": _GAMMA, "option": 1}, True)}
     model = bias_free_linear(d)
-    setups = []  # (seed, X, y, [(client, row, x', y')])
-    beta = 0.0
-    for sd in range(seeds):
-        pseed = 100 * ctx.seed + sd
-        X, y, h, w_i = nested_clients(m, d, max(ns), sg_scale, noise, pseed)
-        rng = np.random.default_rng([pseed, 52])
-        reps_list = []
-        for _ in range(reps):
-            c, j = int(rng.integers(m)), int(rng.integers(min(ns)))
-            xr = rng.normal(size=d) * np.sqrt(h[c] / 2.0)
-            reps_list.append((c, j, xr, float(xr @ w_i[c] + noise * rng.normal())))
-            beta = max(beta, 2 * float(xr @ xr) + lam)
-        beta = max(beta, 2 * float((X ** 2).sum(-1).max()) + lam)
-        setups.append((sd, X, y, reps_list))
+    setups, beta = _stability_setups(ctx.seed, m, d, ns, seeds, reps, sg_scale, noise, lam)
     mu = lam  # per-sample strong convexity of (x . theta - y)^2 + (lam/2)||theta||^2
     lr = 1.0 / (beta * K * T)
     deltas = {a: np.zeros((seeds * reps, len(ns))) for a in algs}

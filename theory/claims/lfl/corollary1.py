@@ -205,6 +205,47 @@ def _floor(ctx: CheckContext) -> Outcome:
     return floor_check(ctx)
 
 
+def _floor_at(p, algorithm: str, c: dict, st: Setting, seeds, eta: float):
+    """The runs of ``floor_check`` at one constant eta: (gaps, RHS of (13), per-eta evidence), each gap and RHS
+    of shape (seeds, rounds + 1), with G^2 and eps measured on the runs; or the Outcome of a diverged run."""
+    d = p.optimum.numel()
+    runs = [
+        run_lfl(
+            p,
+            algorithm,
+            {"q1": c["q1"], "q2": None},
+            rounds=st.rounds,
+            local_steps=1,
+            batch_size=c["batch"],
+            lr=eta,
+            seed=s,
+            theta0=start_point(p, s, c["radius"]),
+            record_grads=True,
+            hook=u_stats,
+        )
+        for s in seeds
+    ]
+    if (bad := diverged(runs)) is not None:
+        return bad
+    G2 = grad_sq_sup(runs, len(p.data.clients))
+    eps, _ = eps_of([np.stack(r.extra) for r in runs])
+    err = sq_errors(p, runs)
+    gaps = opt_gaps(p, runs)
+    T = np.arange(st.rounds + 1)
+    rhs = np.stack([corollary1_rhs(T, eta, p.mu, p.L, G2, eps, d, c["q1"], x0) for x0 in err[:, 0]])
+    floor = corollary1_floor(eta, p.mu, p.L, G2, eps, d, c["q1"])
+    tail = gaps[:, -max(2, st.rounds // 5) :].mean()
+    return gaps, rhs, {
+        "G2": G2,
+        "eps": eps,
+        "printed_floor": floor,
+        "measured_floor": float(tail),
+        "measured_over_printed_floor": float(tail / floor),
+        "premise_eta_le_min(1,1/mu)": eta <= min(1.0, 1.0 / p.mu),
+        "max_ratio_gap_over_rhs": float((gaps.mean(0)[1:] / rhs.mean(0)[1:]).max()),
+    }
+
+
 def floor_check(ctx: CheckContext, algorithm: str = "lfl", rounds: int | None = None, seeds: int | None = None,
                 etas: tuple | None = None) -> Outcome:
     base = pick(ctx, FLOOR_QUICK, FLOOR_FULL)
@@ -215,47 +256,15 @@ def floor_check(ctx: CheckContext, algorithm: str = "lfl", rounds: int | None = 
     seeds = seeds_for(ctx, st.seeds)
     per_eta, samples, series = {}, [], {}
     measured, bounds, frozen = [], [], []
-    d = p.optimum.numel()
     for eta in etas:
-        runs = [
-            run_lfl(
-                p,
-                algorithm,
-                {"q1": c["q1"], "q2": None},
-                rounds=st.rounds,
-                local_steps=1,
-                batch_size=c["batch"],
-                lr=eta,
-                seed=s,
-                theta0=start_point(p, s, c["radius"]),
-                record_grads=True,
-                hook=u_stats,
-            )
-            for s in seeds
-        ]
-        if (bad := diverged(runs)) is not None:
-            return bad
-        G2 = grad_sq_sup(runs, len(p.data.clients))
-        eps, _ = eps_of([np.stack(r.extra) for r in runs])
-        err = sq_errors(p, runs)
-        gaps = opt_gaps(p, runs)
-        T = np.arange(st.rounds + 1)
-        rhs = np.stack([corollary1_rhs(T, eta, p.mu, p.L, G2, eps, d, c["q1"], x0) for x0 in err[:, 0]])
+        at = _floor_at(p, algorithm, c, st, seeds, eta)
+        if isinstance(at, Outcome):  # a run diverged
+            return at
+        gaps, rhs, per_eta[str(eta)] = at
         samples.append((gaps - rhs)[:, 1:])
         measured.append(gaps.mean(0)[1:])
         bounds.append(rhs.mean(0)[1:])
         frozen.append(np.full(st.rounds, gaps[:, 0].mean()))  # an algorithm that never moves keeps the initial gap
-        floor = corollary1_floor(eta, p.mu, p.L, G2, eps, d, c["q1"])
-        tail = gaps[:, -max(2, st.rounds // 5) :].mean()
-        per_eta[str(eta)] = {
-            "G2": G2,
-            "eps": eps,
-            "printed_floor": floor,
-            "measured_floor": float(tail),
-            "measured_over_printed_floor": float(tail / floor),
-            "premise_eta_le_min(1,1/mu)": eta <= min(1.0, 1.0 / p.mu),
-            "max_ratio_gap_over_rhs": float((gaps.mean(0)[1:] / rhs.mean(0)[1:]).max()),
-        }
         series[f"E gap, eta={eta}"] = gaps.mean(0).tolist()
         series[f"(13), eta={eta}"] = rhs.mean(0).tolist()
     verdict, summ = bound_verdict(np.concatenate(samples, axis=1), ALPHA)

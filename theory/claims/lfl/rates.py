@@ -44,6 +44,25 @@ RATE_G0 = {
 RATE_G0_RUN = {"tau": 4, "batch": 20, "alpha": 8.0, "beta": 16.0, "q1": 2, "radius": 0.1}
 
 
+def _rate_runs(ctx: CheckContext, p: ConvexProblem, c: dict, name: str, args: dict, n_seeds: int, rounds: int):
+    """The runs of one algorithm of ``_rate_check``: tau local steps, eta(t) = alpha/(t + beta), a start at
+    distance ``c["radius"]`` from theta*, on the first ``n_seeds`` seeds."""
+    return [
+        run_lfl(
+            p,
+            name,
+            args,
+            rounds=rounds,
+            local_steps=c["tau"],
+            batch_size=c["batch"],
+            lr=lr_schedule(c["alpha"], c["beta"]),
+            seed=s,
+            theta0=start_point(p, s, c["radius"]),
+        )
+        for s in seeds_for(ctx, n_seeds)
+    ]
+
+
 def _rate_check(
     ctx: CheckContext, p: ConvexProblem, c: dict, algs: list[tuple[str, dict, int]], rounds: int, what: str
 ) -> Outcome:
@@ -59,20 +78,7 @@ def _rate_check(
     radius = c["radius"]
     tests, ev, series, curves = [], {}, {}, {}
     for i, (name, args, n_seeds) in enumerate(algs):
-        runs = [
-            run_lfl(
-                p,
-                name,
-                args,
-                rounds=rounds,
-                local_steps=tau,
-                batch_size=c["batch"],
-                lr=lr_schedule(a, b),
-                seed=s,
-                theta0=start_point(p, s, radius),
-            )
-            for s in seeds_for(ctx, n_seeds)
-        ]
+        runs = _rate_runs(ctx, p, c, name, args, n_seeds, rounds)
         if (bad := diverged(runs)) is not None:
             return bad
         err = sq_errors(p, runs)
