@@ -28,6 +28,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+from . import numerics
 from .workloads import RUN_METHODS, Config, RunsWorkload, Workload, _sync  # noqa: F401 (Config: API)
 
 SCHEMA = 1
@@ -338,9 +339,10 @@ def run_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None = None,
     threads_before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
-    try:
-        return _run_bench(cfgs, dev, repeats or (3 if quick else 5), 1 if warmup is None else warmup, quick, runs,
-                          profile, log)
+    try:  # timed under the numerics policy the runs use (TF32, determinism: benchmark.numerics), recorded
+        with numerics.applied():
+            return _run_bench(cfgs, dev, repeats or (3 if quick else 5), 1 if warmup is None else warmup, quick,
+                              runs, profile, log)
     finally:
         torch.set_num_threads(threads_before)  # leave the process as it was (tests, notebooks)
 
@@ -386,7 +388,7 @@ def _run_bench(cfgs: list[Config], device, repeats: int, warmup: int, quick: boo
         "quick": bool(quick), "repeats": repeats, "warmup": warmup,
         "load_average_before": load_before, "load_average_after": _load(),
         "wall_seconds": time.perf_counter() - t0,
-        "code_version": code_version(),
+        "code_version": code_version(), "numerics": numerics.in_force(),
         "headline": f"{head['preset']}/{head['model']}",
         "vectorized_over_sequential": head["vectorized_over_sequential"],
         "vectorized_over_limit": head["vectorized_over_limit"],

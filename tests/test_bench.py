@@ -138,3 +138,24 @@ def test_asv_history_sample_spreads_over_the_history():
     items = list(range(73))
     assert spread(items, 5) == [0, 18, 36, 54, 72]
     assert spread(items, 1) == [72] and spread(items, 100) == items and spread([], 3) == []
+
+
+def test_bench_times_under_the_runs_numerics_policy(monkeypatch):
+    """Bench measures with the flags the runs use (benchmark.numerics), not whatever the process had: a flag
+    left on by the caller (planted) is off while measuring under the default policy, and the policy of
+    ``numerics.using`` is in force when set; the result records it."""
+    from benchmark import bench, numerics
+
+    seen = []
+    monkeypatch.setattr(bench, "_run_bench", lambda *a, **k: seen.append(
+        torch.are_deterministic_algorithms_enabled()) or {"numerics": numerics.in_force()})
+    torch.use_deterministic_algorithms(True)  # the caller's stray setting
+    try:
+        out = bench.run_bench("digits", ("logreg",), device="cpu", quick=True)
+        assert seen == [False] and out["numerics"]["deterministic_algorithms"] is False
+        assert torch.are_deterministic_algorithms_enabled()  # restored after
+    finally:
+        torch.use_deterministic_algorithms(False)
+    with numerics.using(numerics.Numerics(deterministic=True)):
+        bench.run_bench("digits", ("logreg",), device="cpu", quick=True)
+    assert seen == [False, True]
