@@ -29,7 +29,7 @@ def test_committed_pages_are_current(paper):
 def _copy_results(tmp_path) -> pathlib.Path:
     res = tmp_path / "results"
     for kind in ("claims", "theory"):
-        v = pages.newest(RESULTS / kind)
+        v = pages.newest(RESULTS / kind, "report.json")
         (res / kind / v).mkdir(parents=True)
         shutil.copy(RESULTS / kind / v / "report.json", res / kind / v / "report.json")
     return res
@@ -39,7 +39,7 @@ def test_a_changed_verdict_changes_the_page(tmp_path):
     """Planted defect: a claims report whose verdict changed gives another page, so a stale page is caught."""
     res = _copy_results(tmp_path)
     before = pages.page("fedbat", res)
-    path = res / "claims" / pages.newest(res / "claims") / "report.json"
+    path = res / "claims" / pages.newest(res / "claims", "report.json") / "report.json"
     rep = json.loads(path.read_text())
     block = next(p for p in rep["papers"] if p["paper"] == "fedbat")
     block["claims"][0]["verdict"] = "CONTRADICTED"
@@ -50,7 +50,7 @@ def test_a_changed_verdict_changes_the_page(tmp_path):
 
 def test_a_sequential_report_shows_its_seeds_and_why_it_stopped(tmp_path):
     res = _copy_results(tmp_path)
-    path = res / "claims" / pages.newest(res / "claims") / "report.json"
+    path = res / "claims" / pages.newest(res / "claims", "report.json") / "report.json"
     rep = json.loads(path.read_text())
     c = next(p for p in rep["papers"] if p["paper"] == "gradma")["claims"][0]
     c["seeds_used"], c["stop_reason"] = 17, "decided at the third look (17 seeds)"
@@ -61,6 +61,19 @@ def test_a_sequential_report_shows_its_seeds_and_why_it_stopped(tmp_path):
     assert "| 17 |" in row and "decided at the third look" in row and "closest: SUPPORTED at p = 0.07" in row
     # and a report without those keys says that its seeds were fixed
     assert "a fixed 5 paired seeds" in pages.page("fedbat", res)
+
+
+def test_a_version_under_way_does_not_replace_the_finished_one(tmp_path):
+    """A newer version whose runs are under way (records, no report or leaderboard yet: a claims run resumed in
+    pieces, a suite rerun) leaves the page on the newest finished reports instead of failing or going blank."""
+    res = _copy_results(tmp_path)
+    shutil.copytree(RESULTS / "fedswa_reduced", res / "fedswa_reduced")
+    before = pages.page("fedswa", res)
+    (res / "claims" / "99.0.0" / "runs").mkdir(parents=True)
+    (res / "theory" / "99.0.0").mkdir(parents=True)
+    (res / "fedswa_reduced" / "99.0.0").mkdir(parents=True)
+    (res / "fedswa_reduced" / "99.0.0" / "0123456789abcdef.json").write_text("{}")
+    assert pages.page("fedswa", res) == before and "99.0.0" not in before
 
 
 def test_a_page_has_every_section_and_no_missing_results(tmp_path):

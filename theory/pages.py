@@ -31,9 +31,11 @@ STOP_KEYS = ("stop_reason", "stopped_because", "stopped", "why_stopped")
 SEED_KEYS = ("seeds_used", "n_seeds")
 
 
-def newest(folder: Path) -> str | None:
-    """The newest version folder name under ``folder`` (numeric order), or None."""
-    names = [p.name for p in folder.glob("*") if p.is_dir() and re.fullmatch(r"\d+(\.\d+)*", p.name)]
+def newest(folder: Path, holding: str | None = None) -> str | None:
+    """The newest version folder name under ``folder`` (numeric order), or None; with ``holding``, the newest
+    that holds that file (a version whose run is still under way has records but no report yet)."""
+    names = [p.name for p in folder.glob("*") if p.is_dir() and re.fullmatch(r"\d+(\.\d+)*", p.name)
+             and (holding is None or (p / holding).is_file())]
     return max(names, key=lambda v: tuple(int(x) for x in v.split("."))) if names else None
 
 
@@ -179,7 +181,7 @@ def leaderboards_section(paper: str, results: Path) -> list[str]:
     for kind in ("reduced", "paper"):
         for name in suites[kind]:
             suite = runner.load_suite(name)
-            v = newest(results / name)
+            v = newest(results / name, "leaderboard.md")
             if v is None:
                 md += [f"- `{name}` ({suite.scale} scale, {len(suite.cells)} cells, needs {suite.requires}): no "
                        "committed leaderboard yet; the commands below produce it.", ""]
@@ -252,8 +254,8 @@ def page(paper: str, results: Path, theory_version: str | None = None,
     if paper not in NOTES:
         raise ValueError(f"unknown paper {paper!r}; papers with a page: {', '.join(PAPERS)}")
     n = NOTES[paper]
-    tv = theory_version or newest(results / "theory")
-    cv = claims_version or newest(results / "claims")
+    tv = theory_version or newest(results / "theory", "report.json")
+    cv = claims_version or newest(results / "claims", "report.json")
     theory = _load(results / "theory" / str(tv) / "report.json") if tv else None
     claims = _load(results / "claims" / str(cv) / "report.json") if cv else None
     md = [f"# {n['title']} ({n['cite']})", "",
