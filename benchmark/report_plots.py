@@ -107,6 +107,14 @@ def _drawn(cols, data, methods) -> list[str]:
     return report_style.order({m for col in cols for m in data.get(col, {}) if m in methods})
 
 
+def legend_columns(names: list[str], width_in: float, most: int = 6) -> int:
+    """Legend columns that fit a figure ``width_in`` inches wide at fontsize 8: an entry takes about 0.8 inch of
+    handle and padding plus 0.07 inch per character of its name (a one-panel figure with seven methods in six
+    columns was wider than the figure, and the saved PNG cut names off at both ends)."""
+    per = 0.8 + 0.07 * max((len(n) for n in names), default=1)
+    return max(1, min(len(names), most, int(width_in / per)))
+
+
 def headline_figure(kind: str, cols, names, data, absent, methods, styles, metric, note: str = ""):
     """One panel per column, the ``methods`` in their styles, one legend listing every method drawn."""
     plt = _pyplot()
@@ -119,7 +127,7 @@ def headline_figure(kind: str, cols, names, data, absent, methods, styles, metri
         ax.axis("off")
     drawn = _drawn(cols, data, methods)
     fig.legend(handles=report_style.legend_handles(styles, drawn), loc="outside lower center",
-               ncol=min(len(drawn), 6), fontsize=8)
+               ncol=legend_columns(drawn, fig.get_figwidth()), fontsize=8)
     if note:
         fig.suptitle(note, fontsize=9)
     return fig

@@ -66,6 +66,13 @@ def check_styles_and_legends(saved):
             assert m in entries, f"{m} is drawn in {path} but not in its legend {sorted(entries)}"
             assert entries[m] == _style(ln), f"{m}'s legend entry in {path} is not drawn in its style"
     assert len(set(style_of.values())) == len(style_of), f"two methods share a style: {style_of}"
+    for path, fig in saved:  # and every legend lies inside the figure: a saved PNG cuts off what is outside
+        fig.canvas.draw()
+        box = fig.bbox
+        for lg in list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]:
+            ext = lg.get_window_extent()
+            assert ext.x0 >= box.x0 - 1 and ext.x1 <= box.x1 + 1 and ext.y0 >= box.y0 - 1 and ext.y1 <= box.y1 + 1, (
+                f"a legend of {path} reaches outside the figure: {ext} vs {box}")
     return style_of
 
 
@@ -113,3 +120,10 @@ def test_many_methods_draw_a_selection_and_small_multiples_of_all(tmp_path, figu
     assert every == set(algs)
     assert all(len({ln.get_label() for ln in ax.get_lines()}) <= report_plots.MAX_LINES + 1
                for ax in by_name["accuracy_vs_rounds_all.png"].axes)
+
+
+def test_one_panel_with_seven_methods_keeps_its_legend_inside_the_figure(tmp_path, figures):
+    """FedBAT's reduced suite: one column, seven methods with long names (the legend was cut off at both ends)."""
+    algs = ["fedavg", "ef_signsgd", "fedbat", "noisy_signsgd", "signsgd", "stoc_signsgd", "zerofl"]
+    report.plot_curves([_rec(a, "fmnist", level=0.3 + 0.01 * i) for i, a in enumerate(algs)], tmp_path, paper="fedbat")
+    assert set(check_styles_and_legends(figures)) == set(algs)
