@@ -98,6 +98,10 @@ def _panel(ax, kind: str, curves: dict, methods: list, styles: dict, title: str,
         ax.set_xscale("log")
     ax.grid(alpha=0.3)
     gone = [f"{m} ({why})" for m, why in sorted(absent.items()) if m in methods]
+    if not any(m in curves for m in methods) and not gone:  # an empty panel says why it is empty
+        ax.text(0.5, 0.5, f"none of these {len(methods)} methods ran in this cell"
+                + (f"\n({len(curves)} others did: see the _all figure)" if curves else ""),
+                transform=ax.transAxes, ha="center", va="center", fontsize=8, color="0.3")
     if gone:
         ax.text(0.98, 0.02, "not drawn: " + "; ".join(gone), transform=ax.transAxes, ha="right", va="bottom",
                 fontsize=6, color="0.3", wrap=True)

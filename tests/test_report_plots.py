@@ -127,3 +127,16 @@ def test_one_panel_with_seven_methods_keeps_its_legend_inside_the_figure(tmp_pat
     algs = ["fedavg", "ef_signsgd", "fedbat", "noisy_signsgd", "signsgd", "stoc_signsgd", "zerofl"]
     report.plot_curves([_rec(a, "fmnist", level=0.3 + 0.01 * i) for i, a in enumerate(algs)], tmp_path, paper="fedbat")
     assert set(check_styles_and_legends(figures)) == set(algs)
+
+
+def test_a_panel_that_none_of_the_shown_methods_ran_in_says_so():
+    """The matrix's synthetic/mlp cells run other methods than the headline's: their panels were blank. Here the
+    headline shows FedAvg, GradMA, GradMA-W and the 8 best others (iid only); labelcnt:2 ran the 4 worst only."""
+    recs = [_rec(a, "iid", level=0.3 + 0.01 * i) for i, a in enumerate(["fedavg", "gradma", "gradma_w"])]
+    recs += [_rec(f"base{i:02d}", "iid", level=0.6) for i in range(8)]
+    recs += [_rec(f"base{i:02d}", "labelcnt:2", level=0.1) for i in range(8, 12)]
+    figs = report_plots.curve_figures(recs, paper="gradma")
+    ax = next(a for a in figs["accuracy_vs_rounds.png"].axes if a.get_title() == "labelcnt:2")
+    assert ax.get_lines() == []
+    assert any("none of these 11 methods ran in this cell" in t.get_text() and "4 others did: see the _all figure"
+               in t.get_text() for t in ax.texts), [t.get_text() for t in ax.texts]
