@@ -41,7 +41,8 @@ def _flags() -> tuple:
 def _set(tf32_mm: bool, tf32_conv: bool, det: bool, cudnn_det: bool, bench: bool, cublas: str | None) -> None:
     torch.backends.cuda.matmul.allow_tf32 = tf32_mm
     torch.backends.cudnn.allow_tf32 = tf32_conv
-    torch.use_deterministic_algorithms(det)
+    if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) != (det, False):
+        torch.use_deterministic_algorithms(det)  # 5-20 ms a call on a CPU (torch 2.14): only when it changes
     torch.backends.cudnn.deterministic = cudnn_det
     torch.backends.cudnn.benchmark = bench
     if cublas is None:
