@@ -85,7 +85,8 @@ def _pyplot():
     return plt
 
 
-def _panel(ax, kind: str, curves: dict, methods: list, styles: dict, title: str, metric: str, absent: dict):
+def _panel(ax, kind: str, curves: dict, methods: list, styles: dict, title: str, metric: str, absent: dict,
+           others_in: str = "see the _all figure"):
     for m in report_style.order(methods):
         if m in curves:
             c = curves[m]
@@ -93,18 +94,43 @@ def _panel(ax, kind: str, curves: dict, methods: list, styles: dict, title: str,
     ax.set_title(title, fontsize=9)
     ax.set_xlabel(KINDS[kind][1], fontsize=8)
     ax.set_ylabel(f"{metric.replace('_', ' ')} (%)", fontsize=8)
-    ax.tick_params(labelsize=7)
-    if kind == "uplink_bits":
-        ax.set_xscale("log")
+    ax.tick_params(which="both", labelsize=7)
+    if kind == "uplink_bits" and ax.get_lines():  # an empty panel keeps plain axes
+        log_x(ax)
     ax.grid(alpha=0.3)
     gone = [f"{m} ({why})" for m, why in sorted(absent.items()) if m in methods]
     if not any(m in curves for m in methods) and not gone:  # an empty panel says why it is empty
         ax.text(0.5, 0.5, f"none of these {len(methods)} methods ran in this cell"
-                + (f"\n({len(curves)} others did: see the _all figure)" if curves else ""),
+                + (f"\n({len(curves)} others did: {others_in})" if curves else ""),
                 transform=ax.transAxes, ha="center", va="center", fontsize=8, color="0.3")
     if gone:
         ax.text(0.98, 0.02, "not drawn: " + "; ".join(gone), transform=ax.transAxes, ha="right", va="bottom",
                 fontsize=6, color="0.3", wrap=True)
+
+
+def log_x(ax) -> None:
+    """A log x scale whose labels never crowd: the powers of ten, and where the data span at most 1.5 decades
+    (too few powers to read the axis) also the 2 and 5 multiples (every digit under half a decade).
+    matplotlib's default labels up to six minor ticks per decade there (3 x 10^7 and 4 x 10^7 overlapped in
+    the matrix's bits panels)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_xscale("log")
+    axis = ax.xaxis
+    lo, hi = sorted(ax.get_xlim())
+    if not (lo > 0 and math.log10(hi / lo) <= 1.5):
+        axis.set_minor_formatter(NullFormatter())
+        return
+
+    subs = (2, 5) if math.log10(hi / lo) > 0.5 else tuple(range(2, 10))  # a third of a decade: every digit
+
+    def label(x, _pos):
+        exp = math.floor(math.log10(x) + 1e-9)
+        mant = round(x / 10 ** exp)
+        return f"${mant}\\times10^{{{exp}}}$" if mant in subs and abs(x / 10 ** exp - mant) < 1e-6 else ""
+
+    axis.set_minor_locator(LogLocator(subs=[float(m) for m in subs]))
+    axis.set_minor_formatter(FuncFormatter(label))
 
 
 def _drawn(cols, data, methods) -> list[str]:
@@ -150,7 +176,7 @@ def multiples_figure(kind: str, cols, names, data, absent, styles, metric, shown
     for i, group in enumerate(rows):
         for j, col in enumerate(cols):
             _panel(axes[i, j], kind, data.get(col, {}), group, styles, column_label(col, names), metric,
-                   absent.get(col, {}))
+                   absent.get(col, {}), others_in="in the other rows")
         axes[i, -1].legend(handles=report_style.legend_handles(styles, _drawn(cols, data, group)), fontsize=7,
                            loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.suptitle(f"every method ({len(methods)}): FedAvg and up to {MAX_LINES} others per row, the headline figure's "

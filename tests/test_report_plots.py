@@ -140,3 +140,28 @@ def test_a_panel_that_none_of_the_shown_methods_ran_in_says_so():
     assert ax.get_lines() == []
     assert any("none of these 11 methods ran in this cell" in t.get_text() and "4 others did: see the _all figure"
                in t.get_text() for t in ax.texts), [t.get_text() for t in ax.texts]
+    texts = [t.get_text() for a in figs["accuracy_vs_rounds_all.png"].axes for t in a.texts]  # the _all figure itself
+    assert texts and not any("_all figure" in t for t in texts), texts  # never points to itself
+
+
+@pytest.mark.parametrize("lo,hi", [(2.5e7, 3e8), (1e6, 1.2e7), (4e5, 9e5), (1e3, 1e9)])
+def test_log_bits_axis_labels_never_overlap(lo, hi):
+    """The bits axis labels the powers of ten (and on a short span the 2 and 5 multiples) without two labels
+    overlapping: matplotlib's default printed 3 x 10^7 over 4 x 10^7 in the matrix's digits panels."""
+    import numpy as np
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = matplotlib.figure.Figure(figsize=(15 / 3, 4))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.plot(np.geomspace(lo, hi, 8), np.linspace(40, 90, 8))
+    report_plots.log_x(ax)
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    labels = [t for t in ax.xaxis.get_ticklabels(which="both") if t.get_visible() and t.get_text()
+              and lo <= t.get_position()[0] <= hi]
+    assert len(labels) >= 2, [t.get_text() for t in labels]
+    boxes = sorted((t.get_window_extent(r) for t in labels), key=lambda b: b.x0)
+    for a, b in zip(boxes, boxes[1:]):
+        assert a.x1 < b.x0, f"tick labels overlap: {[t.get_text() for t in labels]}"
