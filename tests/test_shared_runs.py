@@ -54,9 +54,19 @@ def _check_folder(folder: Path, single: dict) -> None:
     assert not list(folder.glob(".*.tmp")) and not cell_claims.claims_dir(folder).exists()
 
 
+def _ray_missing() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["local", "process"])
+@pytest.mark.parametrize("backend", ["local", "process", pytest.param("ray", marks=pytest.mark.skipif(
+    _ray_missing(), reason="Ray is not installed (pip install 'fedrepro[ray]')"))])
 def test_two_runners_divide_a_folder(backend, single, tmp_path):
+    """Each runner with its own local Ray in the Ray case (``--backend ray`` without ``--address``)."""
     suite = write_tiny_suite(tmp_path, name="share", rounds=25, seeds=range(4))
     args = ["run", "--suite", suite, "--results", tmp_path / "res", "--backend", backend, "--jobs", "1",
             "--no-progress"]
