@@ -16,7 +16,7 @@ import torch
 
 from benchmark import Experiment, cell_claims, plan, runner, status, store
 from benchmark.cli import main
-from tests.faults import (KILL_ONCE_ENV, descendants, killer_model, metrics, popen_fedrepro, wait_gone,
+from tests.faults import (KILL_ONCE_ENV, cli_env, descendants, killer_model, metrics, popen_fedrepro, wait_gone,
                           write_tiny_suite)
 from tests.helpers import tiny_dataset, tiny_model
 
@@ -70,7 +70,7 @@ def test_two_runners_divide_a_folder(backend, single, tmp_path):
     suite = write_tiny_suite(tmp_path, name="share", rounds=25, seeds=range(4))
     args = ["run", "--suite", suite, "--results", tmp_path / "res", "--backend", backend, "--jobs", "1",
             "--no-progress"]
-    procs = [popen_fedrepro(*args) for _ in range(2)]
+    procs = [popen_fedrepro(*args, env=cli_env(RAY_USAGE_STATS_ENABLED="0")) for _ in range(2)]
     errs = [p.communicate(timeout=900)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errs
     done = [computed(e) for e in errs]
