@@ -196,8 +196,12 @@ class Claims:
         except FileNotFoundError:  # another runner, finishing, removed the empty folder
             self.dir.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{key}.{self.pid}.", suffix=".tmp", dir=self.dir)
-        with os.fdopen(fd, "w") as f:
-            json.dump(body, f)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(body, f)
+        except BaseException:  # a full disk: no partial claim file is left
+            os.unlink(tmp)
+            raise
         return tmp
 
     def try_claim(self, key: str) -> bool:

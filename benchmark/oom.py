@@ -2,12 +2,16 @@
 
 A batched job (``benchmark.plan``) that fails for memory is split in halves and retried, down to runs alone
 (``benchmark.runner.run_job``); a run alone that still fails is recorded ``failed`` with the reason and,
-where known, the memory it needed. Memory failures: ``MemoryError`` (the CPU allocator), torch's
-``OutOfMemoryError`` (CUDA), and a process worker killed by SIGKILL (the kernel's out-of-memory killer),
-which the process backend retries alone before recording it (:class:`WorkerKilled`).
+where known, the memory it needed. Memory failures: ``MemoryError`` (Python's and numpy's allocators), torch's
+``OutOfMemoryError`` (CUDA), the ``RuntimeError`` of torch's CPU allocator (``DefaultCPUAllocator: can't
+allocate memory: you tried to allocate N bytes. Error code 12 (Cannot allocate memory)``, what torch 2.14
+raises on a CPU under an address-space cap or an overcommit limit), and a process worker killed by SIGKILL
+(the kernel's out-of-memory killer), which the process backend retries alone before recording it
+(:class:`WorkerKilled`).
 """
 from __future__ import annotations
 
+import errno
 import re
 import signal
 from pathlib import Path
@@ -19,11 +23,16 @@ class WorkerKilled(RuntimeError):
 
 
 _CUDA_ASK = re.compile(r"Tried to allocate ([0-9.]+ [KMGT]?i?B)")
+_CPU_ASK = re.compile(r"you tried to allocate (\d+) bytes")
+# what torch's CPU allocator (c10 alloc_cpu.cpp) and the C library say when an allocation fails (ENOMEM)
+_CPU_OOM = ("defaultcpuallocator: can't allocate memory", "cannot allocate memory")
 
 
 def is_out_of_memory(error: BaseException) -> bool:
     """``error`` says the job did not fit in memory."""
     if isinstance(error, (MemoryError, WorkerKilled)):
+        return True
+    if isinstance(error, OSError) and error.errno == errno.ENOMEM:  # an mmap or a fork refused
         return True
     try:
         import torch
@@ -32,15 +41,20 @@ def is_out_of_memory(error: BaseException) -> bool:
             return True
     except (ImportError, AttributeError):  # pragma: no cover - older torch
         pass
-    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and ("out of memory" in text or any(s in text for s in _CPU_OOM))
 
 
 def memory_needed(error: BaseException) -> str | None:
-    """What the failing allocation asked for, where the error says (CUDA: "Tried to allocate 2.00 GiB"; a
-    killed worker: the peak resident memory it had reached), else None."""
+    """What the failing allocation asked for, where the error says (CUDA: "Tried to allocate 2.00 GiB"; the
+    CPU allocator: "you tried to allocate 524288000 bytes"; a killed worker: the peak resident memory it had
+    reached), else None."""
     m = _CUDA_ASK.search(str(error))
     if m:
         return f"one allocation of {m.group(1)} failed"
+    m = _CPU_ASK.search(str(error))
+    if m:
+        return f"one allocation of {human_bytes(int(m.group(1)))} failed"
     return getattr(error, "memory_needed", None)
 
 

@@ -32,7 +32,8 @@ FINISHED = store.FINISHED  # statuses that are not run again; "failed" cells are
 
 
 class DiskFull(store.StoreError):
-    """A record could not be written for lack of space: the suite stops (the record is rescued elsewhere)."""
+    """A record (or a cell's claim) could not be written for lack of space: the suite stops (the record is rescued
+    elsewhere)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -168,7 +169,7 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
     moved aside (their cells run again). Runners sharing ``out_dir`` divide its cells (``benchmark.cell_claims``):
     a job runs once this runner claims its cells; one claimed by a live runner is waited for, taken over if
     that runner dies. Batched jobs run in this process, the cells alone go to ``backend``. A full disk stops
-    the suite (:class:`DiskFull`) once the record is rescued."""
+    the suite (:class:`DiskFull`) once the record is rescued, or when a cell cannot even be claimed."""
     if backend not in BACKENDS:
         raise SuiteError(f"unknown backend {backend!r}; choose local, process or ray")
     check_jobs(jobs)
@@ -223,6 +224,11 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
                     backends.run_process(queue, str(out_dir), n, done, save, run_job)
                 else:
                     backends.run_ray(queue, str(out_dir), address, done, save, run_job)
+    except OSError as e:
+        if isinstance(e, DiskFull) or not store.is_disk_full(e):
+            raise
+        raise DiskFull(f"disk full: could not claim a cell in {out_dir} ({e.strerror}); no record was lost; the "
+                       "suite stops: free some space and run the same command again to resume") from None
     finally:
         if bar is not None:
             bar.close()

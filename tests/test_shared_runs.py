@@ -16,7 +16,7 @@ import torch
 
 from benchmark import Experiment, cell_claims, plan, runner, status, store
 from benchmark.cli import main
-from tests.faults import (KILL_ONCE_ENV, descendants, killer_model, metrics, popen_fedrepro, wait_gone,
+from tests.faults import (KILL_ONCE_ENV, cli_env, descendants, killer_model, metrics, popen_fedrepro, wait_gone,
                           write_tiny_suite)
 from tests.helpers import tiny_dataset, tiny_model
 
@@ -54,13 +54,23 @@ def _check_folder(folder: Path, single: dict) -> None:
     assert not list(folder.glob(".*.tmp")) and not cell_claims.claims_dir(folder).exists()
 
 
+def _ray_missing() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["local", "process"])
+@pytest.mark.parametrize("backend", ["local", "process", pytest.param("ray", marks=pytest.mark.skipif(
+    _ray_missing(), reason="Ray is not installed (pip install 'fedrepro[ray]')"))])
 def test_two_runners_divide_a_folder(backend, single, tmp_path):
+    """Each runner with its own local Ray in the Ray case (``--backend ray`` without ``--address``)."""
     suite = write_tiny_suite(tmp_path, name="share", rounds=25, seeds=range(4))
     args = ["run", "--suite", suite, "--results", tmp_path / "res", "--backend", backend, "--jobs", "1",
             "--no-progress"]
-    procs = [popen_fedrepro(*args) for _ in range(2)]
+    procs = [popen_fedrepro(*args, env=cli_env(RAY_USAGE_STATS_ENABLED="0")) for _ in range(2)]
     errs = [p.communicate(timeout=900)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errs
     done = [computed(e) for e in errs]
