@@ -171,3 +171,26 @@ def test_a_disk_too_full_to_claim_a_cell_stops_the_suite_in_one_line(small_tmpfs
     assert "Traceback" not in err
     _no_leftovers(folder)
     assert not list(folder.glob("*.json"))
+
+
+def test_a_full_disk_outside_the_records_is_one_line_and_other_os_errors_still_raise(capsys):
+    """A disk that fills while the report's plots are written (every record already kept) ends in one line and
+    exit 1 (it gave PIL's traceback); an OSError that is not about space is a bug and keeps its traceback."""
+    import argparse
+    import errno
+
+    from benchmark.cli import errors
+
+    def full(a):
+        raise OSError(errno.ENOSPC, "No space left on device", "results/x/accuracy_vs_rounds.png")
+
+    a = argparse.Namespace(command="report", func=full)
+    assert errors.run_command(a) == errors.EXIT_FAILED
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "disk full" in err[0] and "accuracy_vs_rounds.png" in err[0], err
+
+    def denied(a):
+        raise PermissionError(errno.EACCES, "Permission denied", "x")
+
+    with pytest.raises(PermissionError):
+        errors.run_command(argparse.Namespace(command="report", func=denied))

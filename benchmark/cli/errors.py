@@ -7,13 +7,15 @@ for every subcommand, so that a command only parses its flags and calls the libr
 * Ctrl-C exits 130 and says what is kept and how to go on: the command states it beforehand with
   ``resume_hint(a, text)`` (a string, or a function returning one, e.g. to print the runs finished so far).
 * A worker process that died (killed, out of memory) exits 1, with the same hint.
-* A full disk (``runner.DiskFull``: the record was rescued elsewhere, the suite stopped) exits 1, in one line.
+* A full disk (``runner.DiskFull``: the record was rescued elsewhere, the suite stopped; or any other write, e.g.
+  a report's plot after every record was kept: ``OSError`` ENOSPC/EDQUOT) exits 1, in one line.
 
 A programming error still shows its traceback (it is a bug to report, not an input to fix). Set
 ``FEDREPRO_TRACEBACK=1`` to see the traceback of an input error too.
 """
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Callable
@@ -57,6 +59,12 @@ def run_command(a) -> int:
                     EXIT_FAILED)
     except DiskFull as e:
         return fail(a, str(e), EXIT_FAILED)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT) or os.environ.get("FEDREPRO_TRACEBACK"):
+            raise
+        hint = _hint(a)  # e.g. a report or plot written after every record was kept
+        return fail(a, f"disk full: {e.strerror} ({e.filename or 'a file being written'}); free space and run the "
+                    "same command again" + (f" ({hint})" if hint else ""), EXIT_FAILED)
     except USER_ERRORS as e:
         if os.environ.get("FEDREPRO_TRACEBACK"):
             raise
