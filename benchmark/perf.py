@@ -12,8 +12,11 @@ Two settings: *clean* (every client the same size, full batches: ``local_steps``
 Table 1's shape: clients of unequal size, ``local_epochs``, a partial last batch: padding rows and
 masked steps in the vectorized executor).
 
-Compiled steps (``compile=True``) are not counted right yet: kernels that inductor fuses run outside the
-dispatcher, so only the operations it leaves to ATen are seen (a lower bound on launches, not bytes).
+Compiled steps (``compile=True``) are counted with :func:`benchmark.counting.compiled_counting`
+(``torch.profiler``: inductor's generated kernels plus the ATen operations still dispatched, e.g. the
+extern ``mm``/convolution calls, and anything a graph break leaves eager), after a warm round that
+compiles both shapes (E and 2E: the steps are unrolled in the graph). Their bytes and FLOPs are not
+counted (None): a fused kernel's memory traffic is not seen, and the arithmetic is the uncompiled step's.
 """
 from __future__ import annotations
 
@@ -93,15 +96,19 @@ def _steps(fr, executor: str) -> int:
 
 def step_counts(s: Setting, algorithm: str, executor: str, compile: bool = False) -> dict:
     """Counts per local step and per round (module docstring) of ``algorithm`` on ``s`` with ``executor``."""
-    from . import engine
-    from .counting import counting
+    import contextlib
 
+    from . import engine
+    from .counting import compiled_counting, counting, kernel_profile
+
+    counter, warm = (compiled_counting, kernel_profile) if compile else (counting, contextlib.nullcontext)
     data, counts, steps, servers = _data(s), [], [], []
     for scale in (1, 2):
         fr = _round(s, algorithm, executor, scale, compile, data)
         if scale == 1 or compile:
-            fr()  # warm: caches (the second round shares them), compilation (a new shape)
-        with counting() as c:  # the clients' local training only: the server's work (e.g. GradMA's
+            with warm():
+                fr()  # warm: caches (the second round shares them), compilation (a new shape)
+        with counter() as c:  # the clients' local training only: the server's work (e.g. GradMA's
             outs = engine.local_training(fr.runs, fr.plans, fr.executor, fr.hypers, [()] * len(fr.runs))
         with counting() as server:  # active-set QP) varies from round to round and is counted apart
             for run, p, o in zip(fr.runs, fr.plans, outs):
@@ -114,6 +121,8 @@ def step_counts(s: Setting, algorithm: str, executor: str, compile: bool = False
     per = {k: v / ds for k, v in d.as_dict().items() if k != "sync_ops"}
     fixed = {k: counts[0].as_dict()[k] - per[k] * steps[0] for k in per}
     per["sync_ops"] = {k: v / ds for k, v in d.sync_ops.items()}
+    if compile:  # not counted (module docstring)
+        per["bytes"] = per["flops"] = fixed["bytes"] = fixed["flops"] = None
     return {"setting": s.name, "model": s.model, "algorithm": algorithm, "executor": executor,
             "compile": compile, "clients": s.clients, "batch_size": s.batch_size, "per_step": per,
             "per_round": fixed, "round_sync_ops": dict(counts[0].sync_ops),
@@ -121,11 +130,14 @@ def step_counts(s: Setting, algorithm: str, executor: str, compile: bool = False
 
 
 def bound(per_step: dict, gpu: str = "H100-SXM", tf32: bool = False) -> dict:
-    """Lower bounds (seconds) on one step on ``gpu``: launches, memory traffic (unfused), arithmetic."""
+    """Lower bounds (seconds) on one step on ``gpu``: launches, memory traffic (unfused), arithmetic (None
+    where not counted: compiled steps; the bound is then the largest of those counted)."""
     g = GPUS[gpu]
-    t = {"launch_s": per_step["kernels"] * g["launch"], "memory_s": per_step["bytes"] / g["bandwidth"],
-         "compute_s": per_step["flops"] / (g["tf32"] if tf32 else g["fp32"])}
-    t["bound"] = max(t, key=t.get).removesuffix("_s")
+    t = {"launch_s": per_step["kernels"] * g["launch"],
+         "memory_s": None if per_step["bytes"] is None else per_step["bytes"] / g["bandwidth"],
+         "compute_s": None if per_step["flops"] is None else per_step["flops"] / (g["tf32"] if tf32 else g["fp32"])}
+    known = {k: v for k, v in t.items() if v is not None}
+    t["bound"] = max(known, key=known.get).removesuffix("_s")
     return t
 
 
@@ -155,6 +167,10 @@ def count_table(algorithms=("fedavg", "fedbat", "gradma"), executors=("sequentia
             "settings": [dataclasses.asdict(s) for s in settings]}
 
 
+def _fmt(v, unit: float, spec: str, suffix: str = "") -> str:
+    return "-" if v is None else f"{v / unit:{spec}}{suffix}"
+
+
 def markdown(result: dict) -> str:
     """The count table as markdown (per local step: all clients at once when vectorized, one client's step
     when sequential)."""
@@ -173,7 +189,7 @@ def markdown(result: dict) -> str:
     for r in result["rows"]:
         p, b = r["per_step"], r["bound"]
         lines.append(f"| {r['setting']} | {r['algorithm']} | {r['executor']} | {'yes' if r['compile'] else 'no'} "
-                     f"| {p['kernels']:.0f} | {p['syncs']:g} | {p['host_tensors']:g} | {p['bytes'] / 1e9:.2f} GB "
-                     f"| {p['flops'] / 1e9:.2f} | {b['launch_s'] * 1e3:.2f} | {b['memory_s'] * 1e3:.2f} "
-                     f"| {b['compute_s'] * 1e3:.3f} | {b['bound']} | {r['per_round']['syncs']:.0f} |")
+                     f"| {p['kernels']:.0f} | {p['syncs']:g} | {p['host_tensors']:g} | {_fmt(p['bytes'], 1e9, '.2f', ' GB')} "
+                     f"| {_fmt(p['flops'], 1e9, '.2f')} | {b['launch_s'] * 1e3:.2f} | {_fmt(b['memory_s'], 1e-3, '.2f')} "
+                     f"| {_fmt(b['compute_s'], 1e-3, '.3f')} | {b['bound']} | {r['per_round']['syncs']:.0f} |")
     return "\n".join(lines) + "\n"

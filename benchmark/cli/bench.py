@@ -33,8 +33,18 @@ def cmd_bench(a) -> int:
 def _counts(a, log) -> int:
     from .. import perf
 
-    algs = tuple(x.strip() for x in (a.algorithms or "fedavg,fedbat,gradma").split(",") if x.strip())
-    result = perf.count_table(algs, log=log)
+    def names(text):
+        return tuple(x.strip() for x in text.split(",") if x.strip())
+
+    algs = names(a.algorithms or "fedavg,fedbat,gradma")
+    executors = names(a.executors or "sequential,vectorized")
+    wanted = names(a.settings or "clean,padded")
+    settings = [s for s in perf.table1_settings() if s.name in wanted]
+    if len(settings) != len(wanted):
+        raise ValueError(f"--settings {a.settings!r}: choose among clean, padded")
+    compiled = tuple((s.name, alg, e) for s in settings for alg in algs for e in executors
+                     if a.compile and e != "sequential")  # the sequential executor is never compiled
+    result = perf.count_table(algs, executors, settings, compiled, log=log)
     text = json.dumps(result, indent=1) if a.json else perf.markdown(result)
     if a.out:
         os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
@@ -75,6 +85,11 @@ def add_parser(sub) -> None:
                    "bytes and FLOPs per local step (FedBAT Table 1's shapes, clean and padded) and the bound they "
                    "imply on an H100 (benchmark.perf); exit 1 if a step syncs")
     p.add_argument("--algorithms", help="with --counts: comma-separated (default fedavg,fedbat,gradma)")
+    p.add_argument("--executors", help="with --counts: comma-separated among sequential, vectorized, batched "
+                                       "(default sequential,vectorized)")
+    p.add_argument("--settings", help="with --counts: clean, padded or both (default clean,padded)")
+    p.add_argument("--compile", action="store_true", help="with --counts: also count each vectorized/batched "
+                   "step compiled (torch.compile; inductor's kernels counted with torch.profiler)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--out", help="also write the JSON object to this file")
     p.set_defaults(func=cmd_bench)
