@@ -123,6 +123,50 @@ def choose_executor(requested: str, device_type: str, vectorizable: bool, flops_
 
 
 # --------------------------------------------------------------------------------------------------
+# The compile rule
+
+#: compiled vs uncompiled vectorized FedAvg rounds, measured in one process with ``fedrepro bench --compile``
+#: (``benchmark.compile_bench``): (device type, model) -> (compiled / uncompiled speed, compiled / sequential
+#: speed, rounds after which the compile time is paid back (None: never)); the source is named in
+#: ``COMPILE_SOURCE``. Only what is listed was measured: nothing else is compiled by ``executor="auto"``.
+COMPILE_MEASURED: dict[tuple[str, str], tuple[float, float, float | None]] = {
+    ("cpu", "logreg"): (2.90, 8.90, 2215.0),
+}
+COMPILE_SOURCE = "results/perf/compile-2026-11-26-cpu.md"
+
+
+def choose_compile(requested: bool, executor_requested: str, executor: str, device_type: str, model,
+                   rounds: int) -> tuple[bool, str | None]:
+    """Whether a run that asks for ``compile`` is compiled, and why (None: not asked, nothing to say).
+
+    ``executor``: the executor chosen (``choose_executor``), ``executor_requested``: the experiment's own.
+    The sequential executor is never compiled. A run that names the vectorized executor is compiled as
+    asked. Under ``executor="auto"`` compiling is one more choice of how to run, made like the executor's:
+    only where ``COMPILE_MEASURED`` shows the compiled round faster on this device type and the compile
+    time paid back within the run's rounds; otherwise the run goes uncompiled (its numbers are then the
+    uncompiled ones, bit for bit) and the reason says so."""
+    if not requested:
+        return False, None
+    if executor != "vectorized":
+        return False, f"{executor} executor: never compiled"
+    if executor_requested != "auto":
+        return True, "asked for"
+    name = model if isinstance(model, str) else type(model).__name__
+    measured = COMPILE_MEASURED.get((device_type, name))
+    if measured is None:
+        return False, (f"auto: compiling {name} on {device_type} not measured to pay (fedrepro bench --compile; "
+                       f"{COMPILE_SOURCE}): uncompiled")
+    speed, _, break_even = measured
+    if speed <= 1.0 or break_even is None:
+        return False, f"auto: compiled {name} runs {speed:.2f}x the uncompiled speed on {device_type} ({COMPILE_SOURCE}): uncompiled"
+    if break_even > rounds:
+        return False, (f"auto: compiled {name} is {speed:.2f}x faster on {device_type} but pays its compile time back "
+                       f"after {break_even:,.0f} rounds > {rounds} ({COMPILE_SOURCE}): uncompiled")
+    return True, (f"auto: compiled {name} is {speed:.2f}x faster on {device_type}, compile time paid back after "
+                  f"{break_even:,.0f} <= {rounds} rounds ({COMPILE_SOURCE})")
+
+
+# --------------------------------------------------------------------------------------------------
 # Bench results
 
 
