@@ -5,7 +5,8 @@ steps) as three FedAvg rounds through the engine (``workloads.FederatedRound``, 
 every call): ``sequential``, ``vectorized`` and ``compiled`` (the vectorized executor with
 ``Experiment.compile``: the vmapped local update through ``torch.compile``). The compiled round's first
 call compiles (one graph per shape: the S steps are unrolled in it); it is timed apart and reported as
-the compile time, with the executor's own ``compile_seconds``. Then every method is warmed once and
+the compile time, with the executor's own ``compile_seconds`` (cold only with inductor's on-disk caches
+off: ``CACHE_VARS`` set to 0, recorded in the result). Then every method is warmed once and
 timed ``repeats`` times in a rotating order; the ratios are of median times (and of the fastest repeats).
 The compiled round's aggregated model is compared with the uncompiled one (float tolerance, not bitwise).
 
@@ -15,10 +16,13 @@ these measurements are written to).
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 import time
 
 METHODS = ("sequential", "vectorized", "compiled")
+#: inductor's on-disk caches: with them on, a graph compiled before (by any process) loads in seconds
+CACHE_VARS = ("TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCHINDUCTOR_AUTOGRAD_CACHE")
 
 
 def rounds_for(cfg, device) -> dict:
@@ -120,7 +124,8 @@ def markdown(result: dict) -> str:
     """The measurements as a markdown table."""
     lines = [f"`fedrepro bench --compile` on {result['device']} ({result['device_name']}), torch {result['torch']}, "
              f"{result['threads']} threads, median of {result['repeats']} interleaved repeats; load average "
-             f"{result['load_average_before']} -> {result['load_average_after']}.", "",
+             f"{result['load_average_before']} -> {result['load_average_after']}; inductor caches "
+             f"{result.get('inductor_caches')} (compile seconds are cold with both '0').", "",
              "| model | clients x batch x steps | sequential s | vectorized s | compiled s | compiled / vectorized "
              "speed (fastest) | compiled / sequential speed | compile s | break-even rounds | max abs diff |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -162,6 +167,8 @@ def run_compile_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None
                 "device": str(dev), "device_name": _device_name(dev), "torch": torch.__version__,
                 "python": platform.python_version(), "threads": torch.get_num_threads(),
                 "repeats": repeats or (3 if quick else 5), "load_average_before": load, "load_average_after": _load(),
-                "code_version": code_version(), "numerics": numerics.in_force(), "configs": configs}
+                "code_version": code_version(), "numerics": numerics.in_force(),
+                # compile seconds are cold only with these off ("0"): a cached graph compiles in seconds
+                "inductor_caches": {v: os.environ.get(v) for v in CACHE_VARS}, "configs": configs}
     finally:
         torch.set_num_threads(before)

@@ -147,12 +147,14 @@ def choose_compile(requested: bool, executor_requested: str, executor: str, devi
     uncompiled ones, bit for bit) and the reason says so."""
     if not requested:
         return False, None
-    if executor != "vectorized":
-        return False, f"{executor} executor: never compiled"
-    if executor_requested != "auto":
-        return True, "asked for"
     name = model if isinstance(model, str) else type(model).__name__
     measured = COMPILE_MEASURED.get((device_type, name))
+    if executor != "vectorized":
+        versus = "" if measured is None or executor_requested != "auto" else \
+            f" (auto: compiled vectorized {name} runs {measured[1]:.2f}x the sequential speed on {device_type}, {COMPILE_SOURCE})"
+        return False, f"{executor} executor: never compiled{versus}"
+    if executor_requested != "auto":
+        return True, "asked for"
     if measured is None:
         return False, (f"auto: compiling {name} on {device_type} not measured to pay (fedrepro bench --compile; "
                        f"{COMPILE_SOURCE}): uncompiled")
@@ -164,6 +166,18 @@ def choose_compile(requested: bool, executor_requested: str, executor: str, devi
                        f"after {break_even:,.0f} rounds > {rounds} ({COMPILE_SOURCE}): uncompiled")
     return True, (f"auto: compiled {name} is {speed:.2f}x faster on {device_type}, compile time paid back after "
                   f"{break_even:,.0f} <= {rounds} rounds ({COMPILE_SOURCE})")
+
+
+def compiled_beats_sequential(device_type: str, model, rounds: int) -> str | None:
+    """Why ``executor="auto"`` with ``compile`` takes the vectorized executor where the FLOPs rule takes the
+    sequential one: ``COMPILE_MEASURED`` shows the compiled vectorized round faster than the sequential
+    one, and the compile time paid back within ``rounds``; None where it does not."""
+    name = model if isinstance(model, str) else type(model).__name__
+    measured = COMPILE_MEASURED.get((device_type, name))
+    if measured is None or measured[1] <= 1.0 or measured[2] is None or measured[2] > rounds:
+        return None
+    return (f"auto with compile: compiled vectorized {name} runs {measured[1]:.2f}x the sequential speed on "
+            f"{device_type} ({COMPILE_SOURCE})")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -152,7 +152,9 @@ def _flops(exp: Experiment, work: dict) -> float:
 
 def choose_executor(exp: Experiment, device_type: str, observe_steps: bool = False) -> cost.ExecutorChoice:
     """The executor ``exp`` takes alone on ``device_type``: its own, or for "auto" ``benchmark.cost``'s rule on
-    the model's FLOPs and the mean local batch (``benchmark.cost.cell_work``)."""
+    the model's FLOPs and the mean local batch (``benchmark.cost.cell_work``); with ``compile``, the
+    vectorized executor where its compiled round is measured faster than the sequential one
+    (``benchmark.cost.compiled_beats_sequential``)."""
     if observe_steps:
         return cost.ExecutorChoice("sequential", "an observer watches every local step: the sequential executor",
                                    0.0, 0.0)
@@ -160,7 +162,11 @@ def choose_executor(exp: Experiment, device_type: str, observe_steps: bool = Fal
     if exp.executor != AUTO:
         return cost.choose_executor(exp.executor, device_type, vectorizable, 0.0, 0.0)
     work = cost.cell_work(exp)
-    return cost.choose_executor(AUTO, device_type, vectorizable, _flops(exp, work), work["batch"])
+    choice = cost.choose_executor(AUTO, device_type, vectorizable, _flops(exp, work), work["batch"])
+    why = cost.compiled_beats_sequential(device_type, exp.model, exp.rounds) if exp.compile else None
+    if choice.executor == "sequential" and vectorizable and why:
+        return dataclasses.replace(choice, executor="vectorized", reason=why)
+    return choice
 
 
 # --------------------------------------------------------------------------------------------------

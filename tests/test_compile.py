@@ -108,3 +108,20 @@ def test_compile_bench_times_and_agrees():
     md = compile_bench.markdown({"device": "cpu", "device_name": "x", "torch": "t", "threads": 1, "repeats": 1,
                                  "load_average_before": [1], "load_average_after": [1], "configs": [r]})
     assert "| logreg | 2x8x1 |" in md
+
+
+def test_auto_with_compile_takes_the_faster_measured_executor(monkeypatch):
+    """Where the compiled vectorized round is measured faster than the sequential one (and pays back its
+    compile time), auto with compile takes it against the FLOPs rule; where it is slower, it does not."""
+    from benchmark import cost, plan
+
+    big = {**BASE, "executor": "auto", "batch_size": 64, "rounds": 100}
+    monkeypatch.setattr(cost, "CPU_VECTORIZE_MAX_FLOPS", 0.0)  # the FLOPs rule alone: sequential
+    monkeypatch.setitem(cost.VECTORIZE_MAX_FLOPS, "cpu", 0.0)
+    assert plan.plan_one(Experiment(**big)).executor == "sequential"
+    monkeypatch.setattr(cost, "COMPILE_MEASURED", {("cpu", "logreg"): (1.5, 1.2, 50.0)})
+    job = plan.plan_one(Experiment(**big, compile=True))
+    assert job.executor == "vectorized" and job.compile is True and "1.20x the sequential" in job.reasons["executor"]
+    monkeypatch.setattr(cost, "COMPILE_MEASURED", {("cpu", "logreg"): (1.5, 0.9, 50.0)})
+    job = plan.plan_one(Experiment(**big, compile=True))
+    assert job.executor == "sequential" and job.compile is False and "0.90x the sequential" in job.reasons["compile"]
