@@ -148,3 +148,15 @@ def test_compiled_step_has_fewer_kernels():
     compiled = perf.step_counts(s, "fedavg", "vectorized", compile=True)["per_step"]
     assert 0 < compiled["kernels"] < plain["kernels"] / 3, (compiled["kernels"], plain["kernels"])
     assert compiled["syncs"] == 0 and compiled["bytes"] is None and compiled["flops"] is None
+
+
+def test_compile_verdicts():
+    def row(alg, compile, kernels):
+        return {"setting": "padded", "algorithm": alg, "executor": "vectorized", "compile": compile,
+                "per_step": {"kernels": kernels}}
+
+    lines = perf.compile_verdicts({"rows": [row("fedavg", False, 355), row("fedavg", True, 100),
+                                            row("gradma", False, 1664), row("gradma", True, 600)]})
+    assert "| padded | fedavg | vectorized | 355 | 100.0 | 0.282 | met | 306 | 0.327 | met |" in lines
+    assert "| padded | gradma | vectorized | 1664 | 600.0 | 0.361 | NOT met | 943 | 0.636 | NOT met |" in lines
+    assert perf.compile_verdicts({"rows": [row("fedavg", False, 355)]}) == []
