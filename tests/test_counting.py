@@ -160,3 +160,22 @@ def test_compile_verdicts():
     assert "| padded | fedavg | vectorized | 355 | 100.0 | 0.282 | met | 306 | 0.327 | met |" in lines
     assert "| padded | gradma | vectorized | 1664 | 600.0 | 0.361 | NOT met | 943 | 0.636 | NOT met |" in lines
     assert perf.compile_verdicts({"rows": [row("fedavg", False, 355)]}) == []
+
+
+def test_bench_counts_flags(monkeypatch, capsys):
+    """``fedrepro bench --counts --compile --settings --executors``: the cells asked for, compiled only on
+    the vectorized path; a bad setting is a bad input (exit 2)."""
+    from benchmark.cli.main import main
+
+    asked = {}
+
+    def table(algs, executors, settings, compiled, log=None):
+        asked.update(algs=algs, executors=executors, settings=[s.name for s in settings], compiled=compiled)
+        return {"gpu": "H100-SXM", "gpu_peaks": perf.GPUS["H100-SXM"], "load": [0.0] * 3, "rows": []}
+
+    monkeypatch.setattr(perf, "count_table", table)
+    assert main(["bench", "--counts", "--compile", "--settings", "padded", "--executors", "sequential,vectorized",
+                 "--algorithms", "fedavg"]) == 0
+    assert asked == {"algs": ("fedavg",), "executors": ("sequential", "vectorized"), "settings": ["padded"],
+                     "compiled": (("padded", "fedavg", "vectorized"),)}
+    assert main(["bench", "--counts", "--settings", "tidy"]) == 2
