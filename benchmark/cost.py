@@ -126,11 +126,14 @@ def choose_executor(requested: str, device_type: str, vectorizable: bool, flops_
 # The compile rule
 
 #: compiled vs uncompiled vectorized FedAvg rounds, measured in one process with ``fedrepro bench --compile``
-#: (``benchmark.compile_bench``): (device type, model) -> (compiled / uncompiled speed, compiled / sequential
-#: speed, rounds after which the compile time is paid back (None: never)); the source is named in
-#: ``COMPILE_SOURCE``. Only what is listed was measured: nothing else is compiled by ``executor="auto"``.
+#: (``benchmark.compile_bench``; 10 clients x batch 64, 1 thread, a loaded 2-core CPU): (device type, model)
+#: -> (compiled / uncompiled speed, compiled / sequential speed, rounds after which the compile time is paid
+#: back (None: never)), the least favourable of the repeated measurements in ``COMPILE_SOURCE``. Only what
+#: is listed was measured: nothing else is compiled by ``executor="auto"``.
 COMPILE_MEASURED: dict[tuple[str, str], tuple[float, float, float | None]] = {
     ("cpu", "logreg"): (2.90, 8.90, 2215.0),
+    ("cpu", "mlp"): (3.11, 6.77, 1381.0),
+    ("cpu", "fedbat_cnn"): (1.53, 0.93, 76.0),  # faster than uncompiled, slower than sequential
 }
 COMPILE_SOURCE = "results/perf/compile-2026-11-26-cpu.md"
 

@@ -42,6 +42,11 @@ def test_compile_rule(monkeypatch):
     assert cost.choose_compile(True, "vectorized", "vectorized", "cpu", "unmeasured", 10) == (True, "asked for")
     done, why = cost.choose_compile(True, "auto", "vectorized", "cpu", "unmeasured", 10**6)
     assert not done and "not measured" in why
+    # the measured table: the FedBAT CNN compiled is faster than uncompiled on this CPU but slower than
+    # sequential, which auto picks for it: auto with compile stays sequential, uncompiled
+    assert cost.compiled_beats_sequential("cpu", "fedbat_cnn", 10**4) is None
+    assert cost.choose_compile(True, "auto", "sequential", "cpu", "fedbat_cnn", 10**4)[1].endswith(
+        f"0.93x the sequential speed on cpu, {cost.COMPILE_SOURCE})")
     monkeypatch.setattr(cost, "COMPILE_MEASURED", {("cpu", "slow"): (0.8, 0.5, None), ("cpu", "fast"): (2.0, 3.0, 50.0)})
     done, why = cost.choose_compile(True, "auto", "vectorized", "cpu", "slow", 10**6)
     assert not done and "0.80x the uncompiled speed" in why
