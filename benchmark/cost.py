@@ -14,6 +14,14 @@ vectorize (a GPU needs the batched work; the GPU issue measures it). The choice 
 model, the batch and the device, never on timings, so the same experiment always takes the same path
 (and the same seed gives bit-identical histories).
 
+The compile rule (``choose_compile``, ``compiled_beats_sequential``; issue 24): a run that asks for
+``compile`` under ``executor="auto"`` is compiled only where ``fedrepro bench --compile`` measured the
+compiled vectorized round faster than the uncompiled one on that device type and model, with the compile
+time paid back within the run's rounds (``COMPILE_MEASURED``); and it takes the vectorized executor against
+the FLOPs rule only where the compiled round was also faster than the sequential one. A run that names
+the vectorized executor is compiled as asked. Like the executor rule, the choice depends on the model,
+the device and the rounds, never on timings taken at run time.
+
 Suite estimates (``estimate_cell``, ``estimate_group``; ``benchmark.plan.estimate``) count sample-gradients (the training work:
 rounds x sampled clients x samples per local round) and evaluation forwards, and turn them into
 seconds with a ``CostModel`` fitted to the newest ``fedrepro bench`` JSON for this device in
