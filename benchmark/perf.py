@@ -220,3 +220,45 @@ def markdown(result: dict) -> str:
         lines += ["", "Compiled (inductor's kernels plus the ATen calls still dispatched, counted with torch.profiler; "
                   "bytes and FLOPs not counted compiled) against uncompiled, and issue 24's target:", "", *verdicts]
     return "\n".join(lines) + "\n"
+
+
+def function_counts(fn, *args) -> dict:
+    """Kernels, syncs and host tensors of one call of ``fn(*args)`` eager (:func:`benchmark.counting.counting`)
+    and compiled (``torch.compile``, :func:`benchmark.counting.compiled_counting`), with the compile time and
+    the largest difference between the two results."""
+    import time
+
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    from .counting import compiled_counting, counting, kernel_profile
+
+    with counting() as eager:
+        ref = fn(*args)
+    compiled = torch.compile(fn, dynamic=False)
+    t0 = time.perf_counter()
+    with kernel_profile():
+        compiled(*args)
+    seconds = time.perf_counter() - t0
+    with compiled_counting() as comp:
+        out = compiled(*args)
+    diff = max((float((a.double() - b.double()).abs().max()) for a, b in zip(tree_flatten(ref)[0], tree_flatten(out)[0])
+                if isinstance(a, torch.Tensor) and a.numel()), default=0.0)
+    return {"eager": eager.as_dict(), "compiled": comp.as_dict(), "compile_seconds": seconds, "max_abs_diff": diff,
+            "eager_ops": dict(eager.kernel_ops.most_common(8)), "compiled_ops": dict(comp.kernel_ops)}
+
+
+def qp_small_counts(clients: int = 10, d: int = 390880, rows: int = 3, seed: int = 0) -> dict:
+    """:func:`function_counts` of GradMA's QP_l (``algorithms.core.qp.project_small``, whole vector, rho 0)
+    under ``vmap`` over ``clients`` at dimension ``d`` (default: the FedBAT CNN's parameters)."""
+    import torch
+    from torch.func import vmap
+
+    from algorithms.core import qp
+
+    g = torch.Generator().manual_seed(seed)
+    p, M = torch.randn(clients, d, generator=g), torch.randn(clients, rows, d, generator=g)
+
+    def project(p, M):
+        return vmap(lambda a, b: qp.project_small(a, b, None, 0.0, 1e-6))(p, M)
+    return function_counts(project, p, M)

@@ -179,3 +179,10 @@ def test_bench_counts_flags(monkeypatch, capsys):
     assert asked == {"algs": ("fedavg",), "executors": ("sequential", "vectorized"), "settings": ["padded"],
                      "compiled": (("padded", "fedavg", "vectorized"),)}
     assert main(["bench", "--counts", "--settings", "tidy"]) == 2
+
+
+def test_function_counts():
+    x, w = torch.randn(8, 4), torch.randn(4, 3)
+    r = perf.function_counts(lambda x, w: _fused(x, w) * 1.0, x, w)
+    assert r["eager"]["kernels"] == 9 and r["compiled"]["kernels"] == 2 and r["compiled"]["graphs"] == 1
+    assert r["max_abs_diff"] < 1e-5 and r["compile_seconds"] > 0
