@@ -129,7 +129,7 @@ def markdown(result: dict) -> str:
              "| model | clients x batch x steps | sequential s | vectorized s | compiled s | compiled / vectorized "
              "speed (fastest) | compiled / sequential speed | compile s | break-even rounds | max abs diff |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in result["configs"]:
+    for r in result["models"]:
         m, be = r["median_seconds"], r["break_even_rounds"]
         lines.append(f"| {r['model']} | {r['clients']}x{r['batch_size']}x{r['local_steps']} | {m['sequential']:.3f} "
                      f"| {m['vectorized']:.3f} | {m['compiled']:.3f} | {r['compiled_over_vectorized']:.2f}x "
@@ -169,6 +169,7 @@ def run_compile_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None
                 "repeats": repeats or (3 if quick else 5), "load_average_before": load, "load_average_after": _load(),
                 "code_version": code_version(), "numerics": numerics.in_force(),
                 # compile seconds are cold only with these off ("0"): a cached graph compiles in seconds
-                "inductor_caches": {v: os.environ.get(v) for v in CACHE_VARS}, "configs": configs}
+                "inductor_caches": {v: os.environ.get(v) for v in CACHE_VARS},
+                "kind": "compile", "models": configs}  # not "configs": cost.latest_bench reads those
     finally:
         torch.set_num_threads(before)

@@ -111,7 +111,7 @@ def test_compile_bench_times_and_agrees():
     assert r["compile_seconds"] > 0 and all(len(v) == 1 for v in r["seconds"].values())
     assert r["compiled_over_vectorized"] > 0 and r["max_abs_diff_vs_vectorized"] < 1e-6
     md = compile_bench.markdown({"device": "cpu", "device_name": "x", "torch": "t", "threads": 1, "repeats": 1,
-                                 "load_average_before": [1], "load_average_after": [1], "configs": [r]})
+                                 "load_average_before": [1], "load_average_after": [1], "models": [r]})
     assert "| logreg | 2x8x1 |" in md
 
 
@@ -130,3 +130,14 @@ def test_auto_with_compile_takes_the_faster_measured_executor(monkeypatch):
     monkeypatch.setattr(cost, "COMPILE_MEASURED", {("cpu", "logreg"): (1.5, 0.9, 50.0)})
     job = plan.plan_one(Experiment(**big, compile=True))
     assert job.executor == "sequential" and job.compile is False and "0.90x the sequential" in job.reasons["compile"]
+
+
+def test_compile_bench_records_are_not_bench_records(tmp_path):
+    """``fedrepro bench --compile`` JSON in results/perf must not feed the cost model (it read one's
+    "configs" as executor timings and failed)."""
+    import json
+
+    from benchmark import cost
+
+    (tmp_path / "compile.json").write_text(json.dumps({"device": "cpu", "kind": "compile", "models": [{"model": "x"}]}))
+    assert cost.latest_bench("cpu", [tmp_path]) is None
