@@ -190,7 +190,7 @@ def _count_events(events, counts: Counts) -> None:
             continue
         if _INDUCTOR_KERNEL.search(name):
             counts.kernels += 1
-            counts.kernel_ops["inductor:" + re.sub(r"^graph_\d+_", "", name)] += 1
+            counts.kernel_ops["inductor:" + re.sub(r"^graph_\d+_|_\d+$", "", name)] += 1
             continue
         if not name.startswith("aten::"):
             continue

@@ -121,6 +121,7 @@ def step_counts(s: Setting, algorithm: str, executor: str, compile: bool = False
     per = {k: v / ds for k, v in d.as_dict().items() if k != "sync_ops"}
     fixed = {k: counts[0].as_dict()[k] - per[k] * steps[0] for k in per}
     per["sync_ops"] = {k: v / ds for k, v in d.sync_ops.items()}
+    per["kernel_ops"] = {k: v / ds for k, v in d.kernel_ops.most_common()}  # what grows with the steps
     if compile:  # not counted (module docstring)
         per["bytes"] = per["flops"] = fixed["bytes"] = fixed["flops"] = None
     return {"setting": s.name, "model": s.model, "algorithm": algorithm, "executor": executor,
