@@ -14,6 +14,14 @@ vectorize (a GPU needs the batched work; the GPU issue measures it). The choice 
 model, the batch and the device, never on timings, so the same experiment always takes the same path
 (and the same seed gives bit-identical histories).
 
+The compile rule (``choose_compile``, ``compiled_beats_sequential``; issue 24): a run that asks for
+``compile`` under ``executor="auto"`` is compiled only where ``fedrepro bench --compile`` measured the
+compiled vectorized round faster than the uncompiled one on that device type and model, with the compile
+time paid back within the run's rounds (``COMPILE_MEASURED``); and it takes the vectorized executor against
+the FLOPs rule only where the compiled round was also faster than the sequential one. A run that names
+the vectorized executor is compiled as asked. Like the executor rule, the choice depends on the model,
+the device and the rounds, never on timings taken at run time.
+
 Suite estimates (``estimate_cell``, ``estimate_group``; ``benchmark.plan.estimate``) count sample-gradients (the training work:
 rounds x sampled clients x samples per local round) and evaluation forwards, and turn them into
 seconds with a ``CostModel`` fitted to the newest ``fedrepro bench`` JSON for this device in
@@ -120,6 +128,67 @@ def choose_executor(requested: str, device_type: str, vectorizable: bool, flops_
                               f"({device_type} rule, results/perf/README.md)", flops_sample, step)
     return ExecutorChoice("sequential", f"auto: {step:.3g} FLOPs per client step > {limit:.3g} "
                           f"({device_type} rule, results/perf/README.md)", flops_sample, step)
+
+
+# --------------------------------------------------------------------------------------------------
+# The compile rule
+
+#: compiled vs uncompiled vectorized FedAvg rounds, measured in one process with ``fedrepro bench --compile``
+#: (``benchmark.compile_bench``; 10 clients x batch 64, 1 thread, a loaded 2-core CPU): (device type, model)
+#: -> (compiled / uncompiled speed, compiled / sequential speed, rounds after which the compile time is paid
+#: back (None: never)), the least favourable of the repeated measurements in ``COMPILE_SOURCE``. Only what
+#: is listed was measured: nothing else is compiled by ``executor="auto"``.
+COMPILE_MEASURED: dict[tuple[str, str], tuple[float, float, float | None]] = {
+    ("cpu", "logreg"): (2.90, 8.90, 2215.0),
+    ("cpu", "mlp"): (3.11, 6.77, 1381.0),
+    ("cpu", "fedbat_cnn"): (1.53, 0.93, 76.0),  # faster than uncompiled, slower than sequential
+}
+COMPILE_SOURCE = "results/perf/compile-2026-11-26-cpu.md"
+
+
+def choose_compile(requested: bool, executor_requested: str, executor: str, device_type: str, model,
+                   rounds: int) -> tuple[bool, str | None]:
+    """Whether a run that asks for ``compile`` is compiled, and why (None: not asked, nothing to say).
+
+    ``executor``: the executor chosen (``choose_executor``), ``executor_requested``: the experiment's own.
+    The sequential executor is never compiled. A run that names the vectorized executor is compiled as
+    asked. Under ``executor="auto"`` compiling is one more choice of how to run, made like the executor's:
+    only where ``COMPILE_MEASURED`` shows the compiled round faster on this device type and the compile
+    time paid back within the run's rounds; otherwise the run goes uncompiled (its numbers are then the
+    uncompiled ones, bit for bit) and the reason says so."""
+    if not requested:
+        return False, None
+    name = model if isinstance(model, str) else type(model).__name__
+    measured = COMPILE_MEASURED.get((device_type, name))
+    if executor != "vectorized":
+        versus = "" if measured is None or executor_requested != "auto" else \
+            f" (auto: compiled vectorized {name} runs {measured[1]:.2f}x the sequential speed on {device_type}, {COMPILE_SOURCE})"
+        return False, f"{executor} executor: never compiled{versus}"
+    if executor_requested != "auto":
+        return True, "asked for"
+    if measured is None:
+        return False, (f"auto: compiling {name} on {device_type} not measured to pay (fedrepro bench --compile; "
+                       f"{COMPILE_SOURCE}): uncompiled")
+    speed, _, break_even = measured
+    if speed <= 1.0 or break_even is None:
+        return False, f"auto: compiled {name} runs {speed:.2f}x the uncompiled speed on {device_type} ({COMPILE_SOURCE}): uncompiled"
+    if break_even > rounds:
+        return False, (f"auto: compiled {name} is {speed:.2f}x faster on {device_type} but pays its compile time back "
+                       f"after {break_even:,.0f} rounds > {rounds} ({COMPILE_SOURCE}): uncompiled")
+    return True, (f"auto: compiled {name} is {speed:.2f}x faster on {device_type}, compile time paid back after "
+                  f"{break_even:,.0f} <= {rounds} rounds ({COMPILE_SOURCE})")
+
+
+def compiled_beats_sequential(device_type: str, model, rounds: int) -> str | None:
+    """Why ``executor="auto"`` with ``compile`` takes the vectorized executor where the FLOPs rule takes the
+    sequential one: ``COMPILE_MEASURED`` shows the compiled vectorized round faster than the sequential
+    one, and the compile time paid back within ``rounds``; None where it does not."""
+    name = model if isinstance(model, str) else type(model).__name__
+    measured = COMPILE_MEASURED.get((device_type, name))
+    if measured is None or measured[1] <= 1.0 or measured[2] is None or measured[2] > rounds:
+        return None
+    return (f"auto with compile: compiled vectorized {name} runs {measured[1]:.2f}x the sequential speed on "
+            f"{device_type} ({COMPILE_SOURCE})")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -19,11 +19,22 @@ Python-level reads that bypass the dispatcher (``Tensor.tolist``, ``Tensor.numpy
 
 On a CPU every tensor is on the host, so a read of a tensor that was built on the host counts as a sync
 too: code measured here keeps host-side values (schedules, step counts) as Python/numpy values.
+
+Compiled code cannot be counted this way: dynamo runs a frame eagerly while a dispatch mode is active (so
+:func:`counting` of a ``torch.compile``d function counts the uncompiled operations), and inductor's fused
+kernels never pass through the dispatcher. :func:`compiled_counting` counts them with ``torch.profiler``
+instead, from code compiled under :func:`kernel_profile` (inductor then wraps every generated kernel in a
+``RECORD_FUNCTION``): kernels = inductor's generated kernels run + ATen operations dispatched at the top
+level (the extern ``mm``/convolution calls of a compiled graph, and whatever runs eagerly: graph breaks).
+It counts launches, syncs and host tensors, not bytes or FLOPs (left 0: a fused kernel's traffic is not
+seen).
 """
 from __future__ import annotations
 
 import collections
 import contextlib
+import functools
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -59,17 +70,18 @@ class Counts:
     kernels: int = 0
     bytes: int = 0
     flops: int = 0
+    graphs: int = 0  # compiled graphs run (compiled_counting only)
     sync_ops: collections.Counter = field(default_factory=collections.Counter)  # op -> syncs
     kernel_ops: collections.Counter = field(default_factory=collections.Counter)
 
     def __sub__(self, other: "Counts") -> "Counts":
         return Counts(self.syncs - other.syncs, self.host_tensors - other.host_tensors,
                       self.kernels - other.kernels, self.bytes - other.bytes, self.flops - other.flops,
-                      self.sync_ops - other.sync_ops, self.kernel_ops - other.kernel_ops)
+                      self.graphs - other.graphs, self.sync_ops - other.sync_ops, self.kernel_ops - other.kernel_ops)
 
     def as_dict(self) -> dict:
         return {"syncs": self.syncs, "host_tensors": self.host_tensors, "kernels": self.kernels,
-                "bytes": self.bytes, "flops": self.flops, "sync_ops": dict(self.sync_ops)}
+                "bytes": self.bytes, "flops": self.flops, "graphs": self.graphs, "sync_ops": dict(self.sync_ops)}
 
 
 def _nbytes(x) -> int:
@@ -105,13 +117,8 @@ class _Mode(TorchDispatchMode):
 
 
 @contextlib.contextmanager
-def counting():
-    """Count host syncs, host tensors, kernels, bytes and FLOPs of everything run inside (module docstring).
-
-    Yields a :class:`Counts`, filled when the block exits."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    counts = Counts()
+def _host_reads(counts: Counts):
+    """Count ``Tensor.tolist``/``Tensor.numpy`` (reads that bypass the dispatcher) as syncs."""
     saved = {n: getattr(torch.Tensor, n) for n in ("tolist", "numpy")}
 
     def reader(name):
@@ -123,13 +130,101 @@ def counting():
             return orig(self, *a, **k)
         return read
 
-    flops = FlopCounterMode(display=False)
     try:
         for n in saved:
             setattr(torch.Tensor, n, reader(n))
-        with flops, _Mode(counts):
-            yield counts
+        yield
     finally:
         for n, f in saved.items():
             setattr(torch.Tensor, n, f)
+
+
+@contextlib.contextmanager
+def counting():
+    """Count host syncs, host tensors, kernels, bytes and FLOPs of everything run inside (module docstring).
+
+    Yields a :class:`Counts`, filled when the block exits."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counts = Counts()
+
+    flops = FlopCounterMode(display=False)
+    try:
+        with _host_reads(counts), flops, _Mode(counts):
+            yield counts
+    finally:
         counts.flops = int(flops.get_total_flops())
+
+
+#: profiler events of inductor's generated kernels (``graph_<i>_cpp_fused_<ops>_<j>`` on a CPU, ``triton_``
+#: kernels on a GPU)
+_INDUCTOR_KERNEL = re.compile(r"(^|_)(cpp_fused|triton_)")
+_COMPILED_GRAPH = "## Call CompiledFxGraph"
+_NO_OPS = {"resolve_conj", "resolve_neg"}  # return their input unless it is conjugated/negated
+
+
+def kernel_profile():
+    """Inductor's setting under which a compiled graph's kernels show in ``torch.profiler`` (compile, and
+    run, under it for :func:`compiled_counting`)."""
+    import torch._inductor.config as inductor_config
+
+    return inductor_config.patch({"cpp.enable_kernel_profile": True})
+
+
+@functools.lru_cache(maxsize=None)
+def _is_view(name: str) -> bool:
+    packet = getattr(torch.ops.aten, name, None)
+    try:
+        overloads = [getattr(packet, o) for o in packet.overloads()] if packet is not None else []
+    except AttributeError:
+        return False
+    return bool(overloads) and all(o.is_view for o in overloads)
+
+
+def _count_events(events, counts: Counts) -> None:
+    """Kernels, syncs, host tensors and compiled graphs of a profiler trace (:func:`compiled_counting`)."""
+    for e in events:
+        name = e.name
+        if name.startswith(_COMPILED_GRAPH):
+            counts.graphs += 1
+            continue
+        if _INDUCTOR_KERNEL.search(name):
+            counts.kernels += 1
+            counts.kernel_ops["inductor:" + re.sub(r"^graph_\d+_|_\d+$", "", name)] += 1
+            continue
+        if not name.startswith("aten::"):
+            continue
+        op = name.removeprefix("aten::")
+        if op in SYNC_OPS:
+            counts.syncs += 1
+            counts.sync_ops[op] += 1
+        if op in ("lift_fresh", "lift_fresh_copy"):
+            counts.host_tensors += 1
+        parent = e.cpu_parent
+        while parent is not None and not parent.name.startswith("aten::"):
+            parent = parent.cpu_parent
+        if parent is None and op not in _NOT_KERNELS and op not in _NO_OPS and not _is_view(op):
+            counts.kernels += 1  # dispatched at the top level: an extern call of a graph, or eager code
+            counts.kernel_ops[op] += 1
+
+
+@contextlib.contextmanager
+def compiled_counting():
+    """Count the kernels, host syncs and host tensors of compiled code run inside (module docstring);
+    compile it first, under :func:`kernel_profile`: a compilation inside the block is an error (the
+    compiler's own operations would be counted).
+
+    Yields a :class:`Counts` (bytes and FLOPs 0), filled when the block exits."""
+    from torch._dynamo.utils import counters
+    from torch.profiler import ProfilerActivity, profile
+
+    counts = Counts()
+
+    graphs = counters["stats"]["unique_graphs"]
+    prof = profile(activities=[ProfilerActivity.CPU])
+    with _host_reads(counts), kernel_profile(), prof:
+        yield counts
+    if counters["stats"]["unique_graphs"] != graphs:
+        raise RuntimeError("compiled_counting: code was compiled inside the block; run it once before "
+                           "counting (under counting.kernel_profile()) so that only the compiled code is counted")
+    _count_events(prof.events(), counts)

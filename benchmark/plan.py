@@ -152,7 +152,9 @@ def _flops(exp: Experiment, work: dict) -> float:
 
 def choose_executor(exp: Experiment, device_type: str, observe_steps: bool = False) -> cost.ExecutorChoice:
     """The executor ``exp`` takes alone on ``device_type``: its own, or for "auto" ``benchmark.cost``'s rule on
-    the model's FLOPs and the mean local batch (``benchmark.cost.cell_work``)."""
+    the model's FLOPs and the mean local batch (``benchmark.cost.cell_work``); with ``compile``, the
+    vectorized executor where its compiled round is measured faster than the sequential one
+    (``benchmark.cost.compiled_beats_sequential``)."""
     if observe_steps:
         return cost.ExecutorChoice("sequential", "an observer watches every local step: the sequential executor",
                                    0.0, 0.0)
@@ -160,7 +162,11 @@ def choose_executor(exp: Experiment, device_type: str, observe_steps: bool = Fal
     if exp.executor != AUTO:
         return cost.choose_executor(exp.executor, device_type, vectorizable, 0.0, 0.0)
     work = cost.cell_work(exp)
-    return cost.choose_executor(AUTO, device_type, vectorizable, _flops(exp, work), work["batch"])
+    choice = cost.choose_executor(AUTO, device_type, vectorizable, _flops(exp, work), work["batch"])
+    why = cost.compiled_beats_sequential(device_type, exp.model, exp.rounds) if exp.compile else None
+    if choice.executor == "sequential" and vectorizable and why:
+        return dataclasses.replace(choice, executor="vectorized", reason=why)
+    return choice
 
 
 # --------------------------------------------------------------------------------------------------
@@ -180,6 +186,7 @@ class Job:
     reasons: dict = field(default_factory=dict)  # device, executor, group: why
     choice: dict = field(default_factory=dict)  # a run alone: the executor rule's record (FLOPs per step)
     batched: tuple = ()  # a batched group: the hyperparameters that differ across its runs
+    compile: bool = False  # the vectorized local update through torch.compile (benchmark.cost.choose_compile)
 
     def __len__(self) -> int:
         return len(self.experiments)
@@ -190,6 +197,8 @@ class Job:
                "threads": None if self.threads is None else self.threads.n,
                "threads_reason": "torch's setting, left as it is" if self.threads is None else self.threads.rule,
                "group_reason": self.reasons.get("group")}
+        if "compile" in self.reasons:  # the run asked to compile: whether it does, and why
+            how = {**how, "compile": self.compile, "compile_reason": self.reasons["compile"]}
         if len(self) == 1:
             return {**self.choice, "executor": self.executor, "reason": self.reasons.get("executor"), **how}
         return {"executor": self.executor, "reason": self.reasons.get("executor"), "group_runs": len(self),
@@ -228,9 +237,15 @@ def _single(c: _Cell, index: int, threads: Threads | None, group_reason: str) ->
     ch = c.choice or cost.ExecutorChoice(c.exp.executor if c.exp.executor != AUTO else "sequential",
                                          f"not planned ({c.error}); the run reports the error", 0.0, 0.0)
     rec = ch.record()
+    compiled, why = _compile(c.exp, ch.executor, c.device.type)
     return Job((c.exp,), (index,), str(c.device), ch.executor, threads,
-               {"device": c.device_reason, "executor": ch.reason, "group": group_reason},
-               {k: rec[k] for k in ("flops_per_sample", "flops_per_client_step")})
+               {"device": c.device_reason, "executor": ch.reason, "group": group_reason,
+                **({"compile": why} if why else {})},
+               {k: rec[k] for k in ("flops_per_sample", "flops_per_client_step")}, compile=compiled)
+
+
+def _compile(exp: Experiment, executor: str, device_type: str) -> tuple[bool, str | None]:
+    return cost.choose_compile(exp.compile, exp.executor, executor, device_type, exp.model, exp.rounds)
 
 
 def _group(cells: list, indices: list, threads: Threads | None, group_reason: str) -> Job:
@@ -241,10 +256,12 @@ def _group(cells: list, indices: list, threads: Threads | None, group_reason: st
     varying = [f for f in sorted(free - {batched.LR}) if len({repr(getattr(h, f)) for h in hps}) > 1]
     lr_varies = len({e.lr for e in exps}) > 1 or len({e.lr_decay for e in exps}) > 1
     c = cells[0]
+    compiled, why = _compile(c.exp, "vectorized", c.device.type)  # compile is a field the group shares
     return Job(tuple(exps), tuple(indices), str(c.device), "vectorized", threads,
                {"device": c.device_reason, "group": group_reason,
-                "executor": f"batched: {len(exps)} runs in one vmap over (run, client) pairs (benchmark.plan)"},
-               {}, tuple((["lr"] if lr_varies else []) + varying))
+                "executor": f"batched: {len(exps)} runs in one vmap over (run, client) pairs (benchmark.plan)",
+                **({"compile": why} if why else {})},
+               {}, tuple((["lr"] if lr_varies else []) + varying), compile=compiled)
 
 
 def group_size(exp: Experiment, device: torch.device, alone: cost.ExecutorChoice) -> batched.GroupSize:
@@ -372,8 +389,8 @@ def start(job: Job, init: torch.Tensor | None = None, lr_schedule: Callable[[int
     exps = job.experiments
     data = load_dataset(exps[0], torch.device(job.device)) if len(exps) > 1 else None  # one copy for the group
     preps = [prepare(e, job.device, data) for e in exps]
-    runs = [engine.start(p.alg, p.fmodel, p.data, p.parts,
-                         p.cfg if lr_schedule is None else dataclasses.replace(p.cfg, lr_schedule=lr_schedule),
+    changes = {"compile": job.compile, **({"lr_schedule": lr_schedule} if lr_schedule is not None else {})}
+    runs = [engine.start(p.alg, p.fmodel, p.data, p.parts, dataclasses.replace(p.cfg, **changes),
                          optimizer or p.optimizer, init) for p in preps]
     hypers = [{f: float(getattr(p.alg.hp, f)) for f in job.batched if f != "lr"} for p in preps]
     return preps, runs, hypers

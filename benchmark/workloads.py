@@ -75,7 +75,7 @@ class FederatedRound:
         self.job = exp if isinstance(exp, plan.Job) else plan.plan_one(exp)
         self.preps, self.runs, self.hypers = plan.start(self.job)
         self.plans = [engine.begin_round(r) for r in self.runs]
-        self.executor = ex.get(self.job.executor)
+        self.executor = ex.get(self.job.executor, compile=self.runs[0].cfg.compile)  # as engine.run_rounds
 
     def __call__(self):
         from . import engine

@@ -30,3 +30,114 @@ def test_compiled_step_equals_the_uncompiled_one():
     for ha, hb in zip(a.history, b.history, strict=True):
         for k in ("local_loss", "train_loss", "test_loss"):
             assert hb[k] == pytest.approx(ha[k], rel=1e-5, abs=1e-6), (k, ha["round"])
+
+
+def test_compile_rule(monkeypatch):
+    """``executor="auto"`` compiles only where measured to pay (benchmark.cost.COMPILE_MEASURED); a named
+    vectorized executor compiles as asked; the sequential executor never does."""
+    from benchmark import cost
+
+    assert cost.choose_compile(False, "auto", "vectorized", "cpu", "logreg", 10) == (False, None)
+    assert cost.choose_compile(True, "auto", "sequential", "cpu", "logreg", 10)[0] is False
+    assert cost.choose_compile(True, "vectorized", "vectorized", "cpu", "unmeasured", 10) == (True, "asked for")
+    done, why = cost.choose_compile(True, "auto", "vectorized", "cpu", "unmeasured", 10**6)
+    assert not done and "not measured" in why
+    # the measured table: the FedBAT CNN compiled is faster than uncompiled on this CPU but slower than
+    # sequential, which auto picks for it: auto with compile stays sequential, uncompiled
+    assert cost.compiled_beats_sequential("cpu", "fedbat_cnn", 10**4) is None
+    assert cost.choose_compile(True, "auto", "sequential", "cpu", "fedbat_cnn", 10**4)[1].endswith(
+        f"0.93x the sequential speed on cpu, {cost.COMPILE_SOURCE})")
+    monkeypatch.setattr(cost, "COMPILE_MEASURED", {("cpu", "slow"): (0.8, 0.5, None), ("cpu", "fast"): (2.0, 3.0, 50.0)})
+    done, why = cost.choose_compile(True, "auto", "vectorized", "cpu", "slow", 10**6)
+    assert not done and "0.80x the uncompiled speed" in why
+    done, why = cost.choose_compile(True, "auto", "vectorized", "cpu", "fast", 10)
+    assert not done and "after 50 rounds > 10" in why
+    assert cost.choose_compile(True, "auto", "vectorized", "cpu", "fast", 50)[0] is True
+    assert cost.choose_compile(True, "auto", "vectorized", "cuda", "fast", 50)[0] is False  # measured per device
+
+
+def test_plan_applies_and_records_the_compile_rule(monkeypatch):
+    """The planner's decision reaches the round loop (``plan.start``'s LoopConfig) and the record, and the
+    config hash stays the experiment's; a run that does not ask to compile records nothing new."""
+    from benchmark import cost, plan
+
+    monkeypatch.setattr(cost, "COMPILE_MEASURED", {("cpu", "logreg"): (0.5, 0.5, None)})
+    exp = Experiment(**{**BASE, "executor": "auto"}, compile=True)
+    job = plan.plan_one(exp)
+    assert job.executor == "vectorized" and job.compile is False
+    assert job.execution()["compile"] is False and "0.50x" in job.execution()["compile_reason"]
+    assert plan.start(job)[1][0].cfg.compile is False
+    asked = plan.plan_one(Experiment(**BASE, compile=True))  # executor="vectorized": as asked
+    assert asked.compile is True and plan.start(asked)[1][0].cfg.compile is True
+    assert "compile" not in plan.plan_one(Experiment(**BASE)).execution()
+    group = plan.group_job([exp, dataclasses.replace(exp, lr=0.1)])
+    assert group.compile is False and "compile_reason" in group.execution()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["fedavg", "scaffold"])
+def test_compiled_batched_group_equals_uncompiled(algorithm):
+    """A batched group (two learning rates in one vmap over (run, client) pairs, partial batches and
+    unequal step counts) compiled equals the same group uncompiled to float tolerance, run by run, with
+    client state (SCAFFOLD's control variates) carried across rounds; one graph for both rounds."""
+    from torch._dynamo.utils import counters
+
+    from benchmark.plan import run_group
+
+    exps = [Experiment(**{**BASE, "lr": lr}, algorithm=algorithm) for lr in (0.05, 0.1)]
+    plain = run_group(exps)
+    graphs = counters["stats"]["unique_graphs"]
+    compiled = run_group([dataclasses.replace(e, compile=True) for e in exps])
+    assert counters["stats"]["unique_graphs"] - graphs == 1
+    for a, b in zip(plain, compiled, strict=True):
+        assert b.execution["compile"] is True and b.execution["group_runs"] == 2 and b.execution["compile_seconds"] > 0
+        for ha, hb in zip(a.history, b.history, strict=True):
+            for k in ("local_loss", "train_loss", "test_loss"):
+                assert hb[k] == pytest.approx(ha[k], rel=1e-5, abs=1e-6), (algorithm, k, ha["round"])
+    assert plain[0].history[-1]["train_loss"] != plain[1].history[-1]["train_loss"]  # the runs differ
+
+
+@pytest.mark.slow
+def test_compile_bench_times_and_agrees():
+    """``fedrepro bench --compile``'s measurement: every method timed, compile time apart, and the compiled
+    round's result equal to the uncompiled one from the same starting state (each call moves the server
+    state on: compared after unequal numbers of calls they differ by a round's update)."""
+    import torch
+
+    from benchmark import compile_bench
+    from benchmark.workloads import Config
+
+    r = compile_bench.measure_compile(Config("digits", "logreg", (1, 8, 8), 10, 2, 8, 1, 16), torch.device("cpu"), 1)
+    assert r["compile_seconds"] > 0 and all(len(v) == 1 for v in r["seconds"].values())
+    assert r["compiled_over_vectorized"] > 0 and r["max_abs_diff_vs_vectorized"] < 1e-6
+    md = compile_bench.markdown({"device": "cpu", "device_name": "x", "torch": "t", "threads": 1, "repeats": 1,
+                                 "load_average_before": [1], "load_average_after": [1], "models": [r]})
+    assert "| logreg | 2x8x1 |" in md
+
+
+def test_auto_with_compile_takes_the_faster_measured_executor(monkeypatch):
+    """Where the compiled vectorized round is measured faster than the sequential one (and pays back its
+    compile time), auto with compile takes it against the FLOPs rule; where it is slower, it does not."""
+    from benchmark import cost, plan
+
+    big = {**BASE, "executor": "auto", "batch_size": 64, "rounds": 100}
+    monkeypatch.setattr(cost, "CPU_VECTORIZE_MAX_FLOPS", 0.0)  # the FLOPs rule alone: sequential
+    monkeypatch.setitem(cost.VECTORIZE_MAX_FLOPS, "cpu", 0.0)
+    assert plan.plan_one(Experiment(**big)).executor == "sequential"
+    monkeypatch.setattr(cost, "COMPILE_MEASURED", {("cpu", "logreg"): (1.5, 1.2, 50.0)})
+    job = plan.plan_one(Experiment(**big, compile=True))
+    assert job.executor == "vectorized" and job.compile is True and "1.20x the sequential" in job.reasons["executor"]
+    monkeypatch.setattr(cost, "COMPILE_MEASURED", {("cpu", "logreg"): (1.5, 0.9, 50.0)})
+    job = plan.plan_one(Experiment(**big, compile=True))
+    assert job.executor == "sequential" and job.compile is False and "0.90x the sequential" in job.reasons["compile"]
+
+
+def test_compile_bench_records_are_not_bench_records(tmp_path):
+    """``fedrepro bench --compile`` JSON in results/perf must not feed the cost model (it read one's
+    "configs" as executor timings and failed)."""
+    import json
+
+    from benchmark import cost
+
+    (tmp_path / "compile.json").write_text(json.dumps({"device": "cpu", "kind": "compile", "models": [{"model": "x"}]}))
+    assert cost.latest_bench("cpu", [tmp_path]) is None

@@ -87,3 +87,102 @@ def test_bound_and_table():
            "per_round": {"syncs": 1}, "bound": b}
     md = perf.markdown({"gpu": "H100-SXM", "gpu_peaks": perf.GPUS["H100-SXM"], "load": [1.0, 2.0, 3.0], "rows": [row]})
     assert "| padded | fedavg | vectorized | no | 1000 | 0 | 0 | 3.35 GB | 6.70 | 7.00 | 1.00 | 0.100 | launch | 1 |" in md
+
+
+def _fused(x, w):
+    y = torch.relu(x @ w) * 2 + 1
+    return (y.sin() + y.cos()).sum()
+
+
+def _broken(x, w):  # _fused with a planted graph break
+    y = torch.relu(x @ w) * 2 + 1
+    torch._dynamo.graph_break()
+    return (y.sin() + y.cos()).sum()
+
+
+def test_compiled_counting_counts_fused_kernels():
+    """Inductor's kernels (one fused elementwise kernel) and the extern ``mm`` are counted, not the eager
+    operations the dispatch counter sees (dynamo runs eagerly under a dispatch mode); a planted graph break
+    adds a graph and a kernel. The profiler count of eager code equals the dispatch count."""
+    from benchmark.counting import compiled_counting, kernel_profile
+
+    x, w = torch.randn(8, 4), torch.randn(4, 3)
+    with counting() as eager:
+        _fused(x, w)
+    with compiled_counting() as by_profiler:
+        _fused(x, w)
+    assert eager.kernels == by_profiler.kernels == 8 and by_profiler.graphs == 0
+    found = {}
+    for fn in (_fused, _broken):
+        compiled = torch.compile(fn, dynamic=False)
+        with kernel_profile():
+            compiled(x, w)  # compile
+        with counting() as c:
+            compiled(x, w)
+        assert c.kernels == 8  # why the dispatch counter cannot count compiled code
+        with compiled_counting() as c:
+            compiled(x, w)
+        found[fn.__name__] = c
+    fused, broken = found["_fused"], found["_broken"]
+    assert 0 < fused.kernels < eager.kernels and fused.graphs == 1 and fused.kernel_ops["mm"] == 1
+    assert broken.graphs == 2 and broken.kernels == fused.kernels + 1
+
+
+def test_compiled_counting_refuses_a_compilation_inside():
+    from benchmark.counting import compiled_counting
+
+    def f(x):
+        return (x * 3).cos()
+
+    with pytest.raises(RuntimeError, match="compiled inside"):
+        with compiled_counting():
+            torch.compile(f)(torch.ones(3))
+
+
+@pytest.mark.slow
+def test_compiled_step_has_fewer_kernels():
+    """The vectorized FedAvg step compiled (the smallest model: logreg): fewer kernels than uncompiled,
+    still none syncing; bytes and FLOPs are not counted compiled."""
+    s = perf.Setting("padded", "logreg", (1, 8, 8), 10, 2, 8, (5, 13), 1, None)
+    plain = perf.step_counts(s, "fedavg", "vectorized")["per_step"]
+    compiled = perf.step_counts(s, "fedavg", "vectorized", compile=True)["per_step"]
+    assert 0 < compiled["kernels"] < plain["kernels"] / 3, (compiled["kernels"], plain["kernels"])
+    assert compiled["syncs"] == 0 and compiled["bytes"] is None and compiled["flops"] is None
+
+
+def test_compile_verdicts():
+    def row(alg, compile, kernels):
+        return {"setting": "padded", "algorithm": alg, "executor": "vectorized", "compile": compile,
+                "per_step": {"kernels": kernels}}
+
+    lines = perf.compile_verdicts({"rows": [row("fedavg", False, 355), row("fedavg", True, 100),
+                                            row("gradma", False, 1664), row("gradma", True, 600)]})
+    assert "| padded | fedavg | vectorized | 355 | 100.0 | 0.282 | met | 306 | 0.327 | met |" in lines
+    assert "| padded | gradma | vectorized | 1664 | 600.0 | 0.361 | NOT met | 943 | 0.636 | NOT met |" in lines
+    assert perf.compile_verdicts({"rows": [row("fedavg", False, 355)]}) == []
+
+
+def test_bench_counts_flags(monkeypatch, capsys):
+    """``fedrepro bench --counts --compile --settings --executors``: the cells asked for, compiled only on
+    the vectorized path; a bad setting is a bad input (exit 2)."""
+    from benchmark.cli.main import main
+
+    asked = {}
+
+    def table(algs, executors, settings, compiled, log=None):
+        asked.update(algs=algs, executors=executors, settings=[s.name for s in settings], compiled=compiled)
+        return {"gpu": "H100-SXM", "gpu_peaks": perf.GPUS["H100-SXM"], "load": [0.0] * 3, "rows": []}
+
+    monkeypatch.setattr(perf, "count_table", table)
+    assert main(["bench", "--counts", "--compile", "--settings", "padded", "--executors", "sequential,vectorized",
+                 "--algorithms", "fedavg"]) == 0
+    assert asked == {"algs": ("fedavg",), "executors": ("sequential", "vectorized"), "settings": ["padded"],
+                     "compiled": (("padded", "fedavg", "vectorized"),)}
+    assert main(["bench", "--counts", "--settings", "tidy"]) == 2
+
+
+def test_function_counts():
+    x, w = torch.randn(8, 4), torch.randn(4, 3)
+    r = perf.function_counts(lambda x, w: _fused(x, w) * 1.0, x, w)
+    assert r["eager"]["kernels"] == 9 and r["compiled"]["kernels"] == 2 and r["compiled"]["graphs"] == 1
+    assert r["max_abs_diff"] < 1e-5 and r["compile_seconds"] > 0

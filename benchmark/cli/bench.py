@@ -14,6 +14,8 @@ def cmd_bench(a) -> int:
     log = None if a.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
     if a.counts:
         return _counts(a, log)
+    if a.compile:
+        return _compile(a, log)
     models = tuple(m.strip() for m in a.model.split(",") if m.strip()) if a.model else None
     # a BenchError or a ValueError (e.g. a model that does not fit the preset's inputs) is a bad input (cli.errors)
     result = run_bench(a.preset, models, a.device, a.clients, a.batch_size, a.local_steps, a.repeats, a.warmup,
@@ -30,11 +32,37 @@ def cmd_bench(a) -> int:
     return 0 if ok else 1
 
 
+def _compile(a, log) -> int:
+    from .. import compile_bench
+
+    models = tuple(m.strip() for m in a.model.split(",") if m.strip()) if a.model else None
+    result = compile_bench.run_compile_bench(a.preset, models, a.device, a.clients, a.batch_size, a.local_steps,
+                                             a.repeats, a.threads, a.seed, a.quick, log)
+    text = json.dumps(result, indent=1)
+    if a.out:
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
+        with open(a.out, "w") as f:
+            f.write(text)
+        print(f"wrote {a.out}", file=sys.stderr)
+    print(text if a.json else compile_bench.markdown(result))
+    return 0
+
+
 def _counts(a, log) -> int:
     from .. import perf
 
-    algs = tuple(x.strip() for x in (a.algorithms or "fedavg,fedbat,gradma").split(",") if x.strip())
-    result = perf.count_table(algs, log=log)
+    def names(text):
+        return tuple(x.strip() for x in text.split(",") if x.strip())
+
+    algs = names(a.algorithms or "fedavg,fedbat,gradma")
+    executors = names(a.executors or "sequential,vectorized")
+    wanted = names(a.settings or "clean,padded")
+    settings = [s for s in perf.table1_settings() if s.name in wanted]
+    if len(settings) != len(wanted):
+        raise ValueError(f"--settings {a.settings!r}: choose among clean, padded")
+    compiled = tuple((s.name, alg, e) for s in settings for alg in algs for e in executors
+                     if a.compile and e != "sequential")  # the sequential executor is never compiled
+    result = perf.count_table(algs, executors, settings, compiled, log=log)
     text = json.dumps(result, indent=1) if a.json else perf.markdown(result)
     if a.out:
         os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
@@ -75,6 +103,13 @@ def add_parser(sub) -> None:
                    "bytes and FLOPs per local step (FedBAT Table 1's shapes, clean and padded) and the bound they "
                    "imply on an H100 (benchmark.perf); exit 1 if a step syncs")
     p.add_argument("--algorithms", help="with --counts: comma-separated (default fedavg,fedbat,gradma)")
+    p.add_argument("--executors", help="with --counts: comma-separated among sequential, vectorized, batched "
+                                       "(default sequential,vectorized)")
+    p.add_argument("--settings", help="with --counts: clean, padded or both (default clean,padded)")
+    p.add_argument("--compile", action="store_true", help="time the vectorized round compiled (torch.compile) "
+                   "against uncompiled and sequential, interleaved in one process, compile time apart "
+                   "(benchmark.compile_bench); with --counts: also count each vectorized/batched step compiled "
+                   "(inductor's kernels counted with torch.profiler)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--out", help="also write the JSON object to this file")
     p.set_defaults(func=cmd_bench)
