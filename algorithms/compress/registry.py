@@ -50,17 +50,9 @@ def register_operator(entry: Callable[..., Transform], name: str | None = None):
     return entry
 
 
-_builtins_loaded = False
-
-
 def _load_builtins() -> None:
-    """Import every module of ``algorithms/compress/`` (each registers its operators), once per process."""
-    global _builtins_loaded
-    if _builtins_loaded:
-        return
     for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
         importlib.import_module(f"{__package__}.{mod.name}")
-    _builtins_loaded = True
 
 
 def _load_all() -> None:

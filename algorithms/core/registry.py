@@ -110,19 +110,12 @@ def register(entry):
     return entry
 
 
-_builtins_loaded = False
-
-
 def load_builtins() -> None:
     """Import every module of ``algorithms/`` (each registers its algorithms); the sub-packages are not
-    algorithms. Once per process: every lookup calls it, and listing the folder costs ~1 ms."""
-    global _builtins_loaded
-    if _builtins_loaded:
-        return
+    algorithms."""
     for mod in pkgutil.iter_modules([str(_ALGORITHMS)]):
         if not mod.ispkg:
             importlib.import_module(f"algorithms.{mod.name}")
-    _builtins_loaded = True
 
 
 def load_all() -> None:

@@ -59,13 +59,13 @@ def run_command(a) -> int:
                     EXIT_FAILED)
     except DiskFull as e:
         return fail(a, str(e), EXIT_FAILED)
-    except OSError as e:
+    except USER_ERRORS as e:
+        if os.environ.get("FEDREPRO_TRACEBACK"):
+            raise
+        return fail(a, str(e))
+    except OSError as e:  # after USER_ERRORS: FileNotFoundError and NotADirectoryError are OSErrors too
         if e.errno not in (errno.ENOSPC, errno.EDQUOT) or os.environ.get("FEDREPRO_TRACEBACK"):
             raise
         hint = _hint(a)  # e.g. a report or plot written after every record was kept
         return fail(a, f"disk full: {e.strerror} ({e.filename or 'a file being written'}); free space and run the "
                     "same command again" + (f" ({hint})" if hint else ""), EXIT_FAILED)
-    except USER_ERRORS as e:
-        if os.environ.get("FEDREPRO_TRACEBACK"):
-            raise
-        return fail(a, str(e))
