@@ -146,6 +146,12 @@ COMPILE_MEASURED: dict[tuple[str, str], tuple[float, float, float | None]] = {
 COMPILE_SOURCE = "results/perf/compile-2026-11-26-cpu.md"
 
 
+def _compile_measured(device_type: str, model) -> tuple[str, tuple | None]:
+    """The model's name (a registered name, or a module's class name) and its ``COMPILE_MEASURED`` row."""
+    name = model if isinstance(model, str) else type(model).__name__
+    return name, COMPILE_MEASURED.get((device_type, name))
+
+
 def choose_compile(requested: bool, executor_requested: str, executor: str, device_type: str, model,
                    rounds: int) -> tuple[bool, str | None]:
     """Whether a run that asks for ``compile`` is compiled, and why (None: not asked, nothing to say).
@@ -158,8 +164,7 @@ def choose_compile(requested: bool, executor_requested: str, executor: str, devi
     uncompiled ones, bit for bit) and the reason says so."""
     if not requested:
         return False, None
-    name = model if isinstance(model, str) else type(model).__name__
-    measured = COMPILE_MEASURED.get((device_type, name))
+    name, measured = _compile_measured(device_type, model)
     if executor != "vectorized":
         versus = "" if measured is None or executor_requested != "auto" else \
             f" (auto: compiled vectorized {name} runs {measured[1]:.2f}x the sequential speed on {device_type}, {COMPILE_SOURCE})"
@@ -183,8 +188,7 @@ def compiled_beats_sequential(device_type: str, model, rounds: int) -> str | Non
     """Why ``executor="auto"`` with ``compile`` takes the vectorized executor where the FLOPs rule takes the
     sequential one: ``COMPILE_MEASURED`` shows the compiled vectorized round faster than the sequential
     one, and the compile time paid back within ``rounds``; None where it does not."""
-    name = model if isinstance(model, str) else type(model).__name__
-    measured = COMPILE_MEASURED.get((device_type, name))
+    name, measured = _compile_measured(device_type, model)
     if measured is None or measured[1] <= 1.0 or measured[2] is None or measured[2] > rounds:
         return None
     return (f"auto with compile: compiled vectorized {name} runs {measured[1]:.2f}x the sequential speed on "
