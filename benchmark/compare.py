@@ -3,6 +3,13 @@
 * Leaderboards: for every suite with a ``runs.csv`` in both ``results/<suite>/OLD`` and ``results/<suite>/NEW``
   (the committed per-run numbers; run records are git-ignored), each cell's final test accuracy over its seeds.
   A cell *moved beyond its seed spread* when the two versions' [min, max] ranges over seeds do not overlap.
+  That happens by chance too. The same seeds on unchanged code give the same numbers (nothing moves), but a
+  change that redraws the runs' randomness without changing their distribution (another order of random draws,
+  a different reduction order) makes the m old and n new values exchangeable continuous draws: they fall in every
+  order alike, and the ranges are disjoint only when all m old ones sit below or above all n new ones, 2 of the
+  C(m+n, m) equally likely orders (``chance_disjoint``; 0.10 at 3 seeds against 3, 0.008 at 5 against 5). Each
+  suite states the sum over its cells: how many would move under such a change alone, so that a few moved cells
+  among many are read as what they may be.
   Cells are matched by the ``cell`` column (the config hash without the seed) when both files have it, else by
   the descriptive columns (algorithm, its arguments, dataset, partition, N, S, rounds, model).
 * Theory verdicts: ``results/theory/<v>/report.json``, claim by claim.
@@ -12,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -39,17 +47,23 @@ def _cells(rows: list[dict], use_cell: bool) -> dict[tuple, dict]:
     return out
 
 
+def chance_disjoint(m: int, n: int) -> float:
+    """The probability that the [min, max] ranges of m and n exchangeable continuous draws do not overlap."""
+    return 2 / math.comb(m + n, m) if m and n else 0.0
+
+
 def compare_suite(old_csv: Path, new_csv: Path) -> dict:
     old_rows, new_rows = _read_csv(old_csv), _read_csv(new_csv)
     use_cell = bool(old_rows and new_rows and "cell" in old_rows[0] and "cell" in new_rows[0])
     old, new = _cells(old_rows, use_cell), _cells(new_rows, use_cell)
-    moved, status, same = [], [], 0
+    moved, status, same, chance = [], [], 0, 0.0
     for key in sorted(set(old) & set(new), key=str):
         o, n = old[key], new[key]
         if dict(o["status"]) != dict(n["status"]):
             status.append({"cell": n["label"], "old": dict(o["status"]), "new": dict(n["status"])})
         if o["acc"] and n["acc"]:
             disjoint = max(o["acc"]) < min(n["acc"]) or max(n["acc"]) < min(o["acc"])
+            chance += chance_disjoint(len(o["acc"]), len(n["acc"]))
             row = {"cell": n["label"], "old": _stats(o["acc"]), "new": _stats(n["acc"]),
                    "delta": float(np.mean(n["acc"]) - np.mean(o["acc"]))}
             if disjoint:
@@ -58,6 +72,7 @@ def compare_suite(old_csv: Path, new_csv: Path) -> dict:
                 same += 1
     return {"matched": len(set(old) & set(new)), "only_old": len(set(old) - set(new)),
             "only_new": len(set(new) - set(old)), "moved": moved, "status_changed": status, "within_spread": same,
+            "expected_by_chance": chance,
             "matched_by": "cell hash" if use_cell else "descriptive columns (" + ", ".join(_DESCRIPTIVE) + ")"}
 
 
@@ -100,13 +115,18 @@ def markdown(c: dict) -> str:
     out = [f"# Results {c['old']} -> {c['new']}", ""]
     out += ["## Leaderboards", "",
             "A cell *moved* when its [min, max] over seeds in the two versions do not overlap (final test accuracy, "
-            "%). Only suites with a committed runs.csv in both versions are compared.", ""]
+            "%). Only suites with a committed runs.csv in both versions are compared. Unchanged code on the same seeds "
+            "moves nothing; a change that redraws the runs' randomness without changing their distribution makes "
+            "ranges of few seeds disjoint by chance (2 in C(m+n, m) for m and n seeds: 0.10 at 3 against 3), so "
+            "each suite states how many of its cells such a change would move.", ""]
     if not c["suites"]:
         out += ["No suite has results in both versions.", ""]
     for name, s in c["suites"].items():
         out += [f"### {name}", "", f"{s['matched']} cells matched by {s['matched_by']} ({s['only_old']} only in "
                 f"{c['old']}, {s['only_new']} only in {c['new']}); {len(s['moved'])} moved beyond their seed spread, "
-                f"{s['within_spread']} within it; {len(s['status_changed'])} changed status.", ""]
+                f"{s['within_spread']} within it; {len(s['status_changed'])} changed status. A change that only "
+                f"redrew the runs' randomness would move about {s.get('expected_by_chance', 0.0):.1f} of these "
+                "cells by chance.", ""]
         if s["moved"]:
             rows = [[m["cell"], f"{m['old']['mean']:.2f} [{m['old']['min']:.2f}, {m['old']['max']:.2f}]",
                      f"{m['new']['mean']:.2f} [{m['new']['min']:.2f}, {m['new']['max']:.2f}]", f"{m['delta']:+.2f}"]

@@ -90,3 +90,28 @@ def test_the_citation_check_catches_an_unshipped_file():
     # (a paper's own name, fedbat.md, is shipped since results/papers/fedbat.md is: plant an unshipped summary)
     assert _cited_paths("see fedbat_summary.md section 5.1 and tests/test_nope.py") - _shipped() == {
         "fedbat_summary.md", "tests/test_nope.py"}
+
+
+@pytest.mark.parametrize("m,n", [(3, 3), (5, 5), (3, 5), (1, 4)])
+def test_chance_of_disjoint_seed_ranges_matches_a_simulation(m, n):
+    """``compare.chance_disjoint`` against 40,000 draws with nothing changed (one normal for both versions);
+    the tolerance is 4 binomial standard errors. A planted 1 / C(m+n, m) (one side only) fails at (3, 3)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(40_000, m)), rng.normal(size=(40_000, n))
+    rate = np.mean((a.max(1) < b.min(1)) | (b.max(1) < a.min(1)))
+    p = compare.chance_disjoint(m, n)
+    assert abs(rate - p) <= 4 * np.sqrt(p * (1 - p) / 40_000)
+    if (m, n) == (3, 3):
+        planted = 1 / 20
+        assert abs(rate - planted) > 4 * np.sqrt(planted * (1 - planted) / 40_000)
+
+
+def test_compare_states_how_many_cells_move_by_chance(tmp_path):
+    rows = "".join(f"c{i},fedavg,ok,{0.5 + 0.01 * s}\n" for i in range(10) for s in range(3))
+    for name in ("old.csv", "new.csv"):
+        (tmp_path / name).write_text("cell,algorithm,status,test_accuracy\n" + rows)
+    c = compare.compare_suite(tmp_path / "old.csv", tmp_path / "new.csv")
+    assert c["matched"] == 10 and c["expected_by_chance"] == pytest.approx(10 * 0.1)
+    text = compare.markdown({"old": "a", "new": "b", "suites": {"s": c},
+                             **{k: {"old_report": None, "new_report": None} for k in ("theory", "claims", "claims_full")}})
+    assert "A change that only redrew the runs' randomness would move about 1.0 of these cells by chance" in text
