@@ -122,6 +122,7 @@ def step_counts(s: Setting, algorithm: str, executor: str, compile: bool = False
     fixed = {k: counts[0].as_dict()[k] - per[k] * steps[0] for k in per}
     per["sync_ops"] = {k: v / ds for k, v in d.sync_ops.items()}
     per["kernel_ops"] = {k: v / ds for k, v in d.kernel_ops.most_common()}  # what grows with the steps
+    per["op_bytes"] = {k: v / ds for k, v in d.op_bytes.most_common()}  # and the bytes each operator moves
     if compile:  # not counted (module docstring)
         per["bytes"] = per["flops"] = fixed["bytes"] = fixed["flops"] = None
     return {"setting": s.name, "model": s.model, "algorithm": algorithm, "executor": executor,
