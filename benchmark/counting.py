@@ -60,7 +60,8 @@ SYNC_OPS = {
 }
 _NOT_KERNELS = {"detach", "lift_fresh", "lift_fresh_copy", "empty", "empty_like", "empty_strided",
                 "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "alias",
-                "_to_copy_noop"}
+                "_to_copy_noop",
+                "_unsafe_view"}  # a view without autograd's view tracking (what reshape returns after a copy): no data moved
 
 
 @dataclass
