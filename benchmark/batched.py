@@ -210,8 +210,10 @@ class GroupSize:
 
 #: the memory model of one batched run's round (``run_bytes``): per (run, client) pair, the batch's activations
 #: (``cost.activation_bytes_per_sample``: every leaf module's output) times ``ACTIVATION_COPIES``, plus
-#: ``PARAM_VECTORS`` parameter-sized float32 vectors. Calibrated against the measured peak of a round
-#: (``benchmark.memory``, results/perf/bytes-2026-11-26-cpu.md); it was 3 and 10 before it was measured
+#: ``PARAM_VECTORS`` parameter-sized float32 vectors. Checked against the measured peak of a round
+#: (``benchmark.memory``, results/perf/bytes-2026-11-26-cpu.md, FedBAT CNN, 10 clients x 64): they budget the
+#: heaviest measured case (FedBAT, a padded step: the weighted BatchNorm keeps the most for backward) 1.06x
+#: its peak, and clean steps (native BatchNorm) 1.74-2.04x; tests/test_memory.py keeps the first in [1, 1.5]x
 ACTIVATION_COPIES = 3
 PARAM_VECTORS = 10
 
