@@ -219,3 +219,29 @@ def test_contract_tests_pass_the_example_and_fail_a_planted_broken_plugin(tmp_pa
                ("deterministic", "broken_leaks_state"), ("record_round_trip", "broken_sends_nothing")}
     for key in planted:
         assert outcome.get(key) == "FAILED", (key, out[-3000:])
+
+
+def test_the_builtin_folders_are_listed_once_per_process(monkeypatch):
+    """Every lookup calls ``load_builtins``; after the first, neither registry lists its folder again (a listing
+    costs ~0.85 ms and a run looks names up several times: issue 23's batched slowdown)."""
+    algorithms.names(), compress.names()
+
+    def no_listing(*a, **k):
+        raise AssertionError("the folder was listed again")
+    monkeypatch.setattr(registry.pkgutil, "iter_modules", no_listing)
+    monkeypatch.setattr(compress_registry.pkgutil, "iter_modules", no_listing)
+    assert "fedavg" in algorithms.names() and registry.get_class("fedavg").name == "fedavg"
+    assert "scaled_sign" in compress.names()
+
+
+def test_a_failed_builtin_import_is_raised_again_at_the_next_lookup(monkeypatch):
+    """The once-per-process flag is set only after every module imported: a failure is never skipped later."""
+    monkeypatch.setattr(registry, "_builtins_loaded", False)
+
+    def broken(name):
+        raise ImportError(f"planted: {name}")
+    monkeypatch.setattr(registry.importlib, "import_module", broken)
+    for _ in range(2):
+        with pytest.raises(ImportError, match="planted"):
+            registry.load_builtins()
+    assert registry._builtins_loaded is False

@@ -50,9 +50,16 @@ def register_operator(entry: Callable[..., Transform], name: str | None = None):
     return entry
 
 
+_builtins_loaded = False  # listed once per process, as algorithms.core.registry.load_builtins
+
+
 def _load_builtins() -> None:
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
     for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
         importlib.import_module(f"{__package__}.{mod.name}")
+    _builtins_loaded = True
 
 
 def _load_all() -> None:
