@@ -208,14 +208,28 @@ class GroupSize:
     reason: str
 
 
+#: the memory model of one batched run's round (``run_bytes``): per (run, client) pair, the batch's activations
+#: (``cost.activation_bytes_per_sample``: every leaf module's output) times ``ACTIVATION_COPIES``, plus
+#: ``PARAM_VECTORS`` parameter-sized float32 vectors. Checked against the measured peak of a round
+#: (``benchmark.memory``, results/perf/bytes-2026-11-26-cpu.md, FedBAT CNN, 10 clients x 64): they budget the
+#: heaviest measured case (FedBAT, a padded step: the weighted BatchNorm keeps the most for backward) 1.06x
+#: its peak, and clean steps (native BatchNorm) 1.74-2.04x; tests/test_memory.py keeps the first in [1, 1.5]x
+ACTIVATION_COPIES = 3
+PARAM_VECTORS = 10
+
+
+def run_bytes(activation_bytes: float, params: int, clients: int, batch: float) -> float:
+    """Bytes one run of a batched group holds at its peak in a round (the memory model above)."""
+    return clients * (batch * activation_bytes * ACTIVATION_COPIES + PARAM_VECTORS * params * 4)
+
+
 def default_group_runs(device_type: str, executor_alone: str, flops_sample: float, activation_bytes: float,
                        params: int, clients: int, batch: float, free_memory: float | None) -> GroupSize:
     """How many runs to batch by default.
 
     1 where a run alone takes the sequential executor (compute-bound on a CPU: batching only pays where
     vectorizing does). CPU: ``CPU_GROUP_RUNS``. CUDA: as many as fit in half the free device memory
-    (per (run, client) pair: the batch's activations x 3 for backward, and ten parameter-sized vectors)
-    and as make one vectorized step about ``CUDA_STEP_FLOPS``, at most ``MAX_GROUP_RUNS``.
+    (``run_bytes`` per run) and as make one vectorized step about ``CUDA_STEP_FLOPS``, at most ``MAX_GROUP_RUNS``.
     """
     if executor_alone != "vectorized":
         return GroupSize(1, f"a run alone takes the {executor_alone} executor here: batching does not pay")
@@ -223,12 +237,12 @@ def default_group_runs(device_type: str, executor_alone: str, flops_sample: floa
         return GroupSize(CPU_GROUP_RUNS, "cpu default (results/perf/README.md)")
     step = max(clients * batch * flops_sample, 1.0)
     by_compute = max(1, int(CUDA_STEP_FLOPS // step))
-    pair = batch * activation_bytes * 3 + 10 * params * 4
-    by_memory = MAX_GROUP_RUNS if not free_memory or pair <= 0 else max(1, int(0.5 * free_memory // (clients * pair)))
+    per_run = run_bytes(activation_bytes, params, clients, batch)
+    by_memory = MAX_GROUP_RUNS if not free_memory or per_run <= 0 else max(1, int(0.5 * free_memory // per_run))
     runs = max(1, min(by_compute, by_memory, MAX_GROUP_RUNS))
     return GroupSize(runs, f"{device_type}: {by_compute} by compute ({step:.2g} FLOPs per step per run), "
-                           f"{by_memory} by memory, at most {MAX_GROUP_RUNS}")
+                           f"{by_memory} by memory ({per_run / 1e9:.2f} GB per run), at most {MAX_GROUP_RUNS}")
 
 
 __all__ = ["tensor_fields", "probe_fields", "group_key", "batched_local_update", "default_group_runs",
-           "GroupSize", "SHARED_FIELDS"]
+           "GroupSize", "SHARED_FIELDS", "run_bytes"]

@@ -60,7 +60,8 @@ SYNC_OPS = {
 }
 _NOT_KERNELS = {"detach", "lift_fresh", "lift_fresh_copy", "empty", "empty_like", "empty_strided",
                 "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "alias",
-                "_to_copy_noop"}
+                "_to_copy_noop",
+                "_unsafe_view"}  # a view without autograd's view tracking (what reshape returns after a copy): no data moved
 
 
 @dataclass
@@ -73,15 +74,25 @@ class Counts:
     graphs: int = 0  # compiled graphs run (compiled_counting only)
     sync_ops: collections.Counter = field(default_factory=collections.Counter)  # op -> syncs
     kernel_ops: collections.Counter = field(default_factory=collections.Counter)
+    op_bytes: collections.Counter = field(default_factory=collections.Counter)  # op -> bytes (unfused)
 
     def __sub__(self, other: "Counts") -> "Counts":
         return Counts(self.syncs - other.syncs, self.host_tensors - other.host_tensors,
                       self.kernels - other.kernels, self.bytes - other.bytes, self.flops - other.flops,
-                      self.graphs - other.graphs, self.sync_ops - other.sync_ops, self.kernel_ops - other.kernel_ops)
+                      self.graphs - other.graphs, _diff(self.sync_ops, other.sync_ops),
+                      _diff(self.kernel_ops, other.kernel_ops), _diff(self.op_bytes, other.op_bytes))
 
     def as_dict(self) -> dict:
         return {"syncs": self.syncs, "host_tensors": self.host_tensors, "kernels": self.kernels,
                 "bytes": self.bytes, "flops": self.flops, "graphs": self.graphs, "sync_ops": dict(self.sync_ops)}
+
+
+def _diff(a: collections.Counter, b: collections.Counter) -> collections.Counter:
+    """``a - b`` per key, negative differences kept (``Counter``'s ``-`` drops them: an operation that runs
+    less often at 2E than at E would vanish from a per-step breakdown)."""
+    out = collections.Counter(a)
+    out.subtract(b)
+    return collections.Counter({k: v for k, v in out.items() if v})
 
 
 def _nbytes(x) -> int:
@@ -112,7 +123,9 @@ class _Mode(TorchDispatchMode):
             return out
         c.kernels += 1
         c.kernel_ops[name] += 1
-        c.bytes += sum(_nbytes(a) for a in tree_flatten((args, kwargs))[0]) + sum(_nbytes(o) for o in tree_flatten(out)[0])
+        moved = sum(_nbytes(a) for a in tree_flatten((args, kwargs))[0]) + sum(_nbytes(o) for o in tree_flatten(out)[0])
+        c.bytes += moved
+        c.op_bytes[name] += moved
         return out
 
 

@@ -182,6 +182,9 @@ class LocalSetup:
     record: bool = False  # collect diagnostics (algorithms.core.diagnose)
     weighted: bool = True  # some batch may hold zero-weight padding rows: BatchNorm weights its statistics
     trim_padding: bool = False  # sequential: a partial batch is cut to its real rows (ClientShare.lengths)
+    # vectorized: per local step, whether some client is past its own steps there (its carry must be kept by
+    # a ``where``); known on the host. None: mask every step (``ClientShare.active`` given)
+    masked_steps: tuple[bool, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -301,8 +304,8 @@ class ClientContext:
             if self._step_hook is not None:
                 self._step_hook(s, self._step_loss, self._step_grads, new)
                 self._step_grads = None
-            if self._active is not None:
-                a = self._active[s]
+            if self._active is not None and (self.setup.masked_steps is None or self.setup.masked_steps[s]):
+                a = self._active[s]  # where(True, new, old) is new: a step every client runs is not masked
                 new, self.buffers, self.loss_sum = tree_map(
                     lambda n, o, a=a: torch.where(a, n, o), (new, self.buffers, self.loss_sum), before)
             carry = new
@@ -424,6 +427,14 @@ def _pad_schedules(jobs: list[ClientJob]):
     return idx, w, active
 
 
+def masked_steps(jobs: list[ClientJob]) -> tuple[bool, ...]:
+    """Per local step of the stacked schedules, whether some client has run all of its own steps by then
+    (its carry is kept there by a ``where``; at a step every client runs, ``where(True, new, old)`` would
+    only copy ``new``): the steps from the fewest steps of a client on."""
+    fewest = min(j.schedule.steps for j in jobs)
+    return tuple(s >= fewest for s in range(max(j.schedule.steps for j in jobs)))
+
+
 def _vmapped_local(setup: LocalSetup, alg, lr0, down0, needs_mask: bool, clients: dict, states, lr_arg, down_arg,
                    hyper: dict):
     """Every (run, client) pair's local update under one ``vmap``: what varies from round to round comes in
@@ -479,8 +490,10 @@ class VectorizedExecutor:
         # compiled: the round as a 0-d tensor, an input of the compiled code (an int would be a constant in it,
         # recompiled every round)
         round_ = torch.tensor(inputs.round, device=dev) if self.compile else inputs.round
+        # compiled: the masked steps are not given (a pattern that changes with the sampled clients would recompile)
+        masked = None if self.compile else masked_steps(jobs)
         setup = LocalSetup(inputs.fmodel, inputs.x, inputs.y, inputs.optimizer, round_, inputs.record,
-                           weighted=any(n < width for j in jobs for n in j.schedule.lengths))
+                           weighted=any(n < width for j in jobs for n in j.schedule.lengths), masked_steps=masked)
         clients = {"idx": idx.to(dev), "w": w.to(dev), "active": active.to(dev),
                    "rng_key": torch.stack([_rng_key(r.seed, inputs.round, j.client_id, dev) for r in runs for j in r.jobs]),
                    "steps": torch.tensor([j.schedule.steps for j in jobs], device=dev),

@@ -122,6 +122,7 @@ def step_counts(s: Setting, algorithm: str, executor: str, compile: bool = False
     fixed = {k: counts[0].as_dict()[k] - per[k] * steps[0] for k in per}
     per["sync_ops"] = {k: v / ds for k, v in d.sync_ops.items()}
     per["kernel_ops"] = {k: v / ds for k, v in d.kernel_ops.most_common()}  # what grows with the steps
+    per["op_bytes"] = {k: v / ds for k, v in d.op_bytes.most_common()}  # and the bytes each operator moves
     if compile:  # not counted (module docstring)
         per["bytes"] = per["flops"] = fixed["bytes"] = fixed["flops"] = None
     return {"setting": s.name, "model": s.model, "algorithm": algorithm, "executor": executor,
@@ -191,13 +192,57 @@ def compile_verdicts(result: dict) -> list[str]:
     return lines if len(lines) > 2 else []
 
 
+#: issue 24's targets on unfused bytes per vectorized padded step: at most this times the clean path's, and at
+#: most this times the same clients' sequential steps (one client's step x clients)
+BYTES_OVER_CLEAN, BYTES_OVER_SEQUENTIAL = 1.5, 2.0
+
+
+def bytes_verdicts(result: dict) -> list[str]:
+    """Markdown rows: per algorithm, the vectorized padded step's bytes against the vectorized clean step's
+    and against the padded sequential step's x clients (the same clients one by one), with issue 24's
+    targets (:data:`BYTES_OVER_CLEAN`, :data:`BYTES_OVER_SEQUENTIAL`); rows only where all three were
+    counted (uncompiled)."""
+    got = {(r["setting"], r["algorithm"], r["executor"]): r for r in result["rows"] if not r["compile"]}
+    lines = ["| algorithm | padded vectorized | clean vectorized | padded sequential x clients | padded / clean "
+             f"| <= {BYTES_OVER_CLEAN:g} | padded / sequential | <= {BYTES_OVER_SEQUENTIAL:g} |",
+             "|---|---|---|---|---|---|---|---|"]
+    for alg in dict.fromkeys(r["algorithm"] for r in result["rows"]):
+        p, c, s = (got.get((setting, alg, e)) for setting, e in
+                   (("padded", "vectorized"), ("clean", "vectorized"), ("padded", "sequential")))
+        if p is None or c is None or s is None:
+            continue
+        bp, bc, bs = p["per_step"]["bytes"], c["per_step"]["bytes"], s["per_step"]["bytes"] * s["clients"]
+        lines.append(f"| {alg} | {bp / 1e9:.3f} GB | {bc / 1e9:.3f} GB | {bs / 1e9:.3f} GB | {bp / bc:.2f} "
+                     f"| {'met' if bp <= BYTES_OVER_CLEAN * bc else 'NOT met'} | {bp / bs:.2f} "
+                     f"| {'met' if bp <= BYTES_OVER_SEQUENTIAL * bs else 'NOT met'} |")
+    return lines if len(lines) > 2 else []
+
+
+def per_op_table(result: dict, top: int = 16) -> list[str]:
+    """Markdown: the operators that move the most bytes per step (unfused MB / kernels per step), one column
+    per uncompiled row of ``result``; ordered by the first row's bytes."""
+    rows = [r for r in result["rows"] if not r["compile"] and "op_bytes" in r["per_step"]]
+    if not rows:
+        return []
+    ops = sorted({o for r in rows for o in r["per_step"]["op_bytes"]},
+                 key=lambda o: -max(r["per_step"]["op_bytes"].get(o, 0) for r in rows[:1]))
+    head = " | ".join(f"{r['algorithm']} {r['setting']} {r['executor']}" for r in rows)
+    lines = [f"| operator (MB / kernels per step) | {head} |", "|---|" + "---|" * len(rows)]
+    for o in ops[:top]:
+        lines.append(f"| `{o}` | " + " | ".join(f"{r['per_step']['op_bytes'].get(o, 0) / 1e6:.1f} / "
+                                                 f"{r['per_step']['kernel_ops'].get(o, 0):g}" for r in rows) + " |")
+    lines.append("| all | " + " | ".join(f"{r['per_step']['bytes'] / 1e6:.1f} / {r['per_step']['kernels']:g}"
+                                         for r in rows) + " |")
+    return lines
+
+
 def _fmt(v, unit: float, spec: str, suffix: str = "") -> str:
     return "-" if v is None else f"{v / unit:{spec}}{suffix}"
 
 
-def markdown(result: dict) -> str:
+def markdown(result: dict, per_op: bool = False) -> str:
     """The count table as markdown (per local step: all clients at once when vectorized, one client's step
-    when sequential)."""
+    when sequential); ``per_op``: also the bytes per operator (:func:`per_op_table`)."""
     g = result["gpu_peaks"]
     lines = [f"Per local step, counted on the CPU (load average {', '.join(f'{v:.1f}' for v in result['load'])} "
              "while counting; counts do not depend on load). Sequential: one client's step; vectorized and "
@@ -216,6 +261,13 @@ def markdown(result: dict) -> str:
                      f"| {p['kernels']:.0f} | {p['syncs']:g} | {p['host_tensors']:g} | {_fmt(p['bytes'], 1e9, '.2f', ' GB')} "
                      f"| {_fmt(p['flops'], 1e9, '.2f')} | {b['launch_s'] * 1e3:.2f} | {_fmt(b['memory_s'], 1e-3, '.2f')} "
                      f"| {_fmt(b['compute_s'], 1e-3, '.3f')} | {b['bound'] or '-'} | {r['per_round']['syncs']:.0f} |")
+    ratios = bytes_verdicts(result)
+    if ratios:
+        lines += ["", "Unfused bytes per vectorized padded step against the clean path's and against the same clients "
+                  "one by one (sequential padded, one client's step x clients), and issue 24's targets:", "", *ratios]
+    if per_op:
+        lines += ["", "Bytes per operator (unfused MB per step / kernels per step; the operators that move the "
+                  "most in the first column):", "", *per_op_table(result)]
     verdicts = compile_verdicts(result)
     if verdicts:
         lines += ["", "Compiled (inductor's kernels plus the ATen calls still dispatched, counted with torch.profiler; "

@@ -57,13 +57,13 @@ def _counts(a, log) -> int:
     algs = names(a.algorithms or "fedavg,fedbat,gradma")
     executors = names(a.executors or "sequential,vectorized")
     wanted = names(a.settings or "clean,padded")
-    settings = [s for s in perf.table1_settings() if s.name in wanted]
+    settings = [s for s in perf.table1_settings(clients=a.clients, batch=a.batch_size) if s.name in wanted]
     if len(settings) != len(wanted):
         raise ValueError(f"--settings {a.settings!r}: choose among clean, padded")
     compiled = tuple((s.name, alg, e) for s in settings for alg in algs for e in executors
                      if a.compile and e != "sequential")  # the sequential executor is never compiled
     result = perf.count_table(algs, executors, settings, compiled, log=log)
-    text = json.dumps(result, indent=1) if a.json else perf.markdown(result)
+    text = json.dumps(result, indent=1) if a.json else perf.markdown(result, per_op=a.per_op)
     if a.out:
         os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
         with open(a.out, "w") as f:
@@ -100,8 +100,9 @@ def add_parser(sub) -> None:
     p.add_argument("--profile", metavar="FILE", help="also write torch.profiler tables (one vectorized round, one "
                                                       "limit round, one batched job per model) to FILE")
     p.add_argument("--counts", action="store_true", help="instead of timing: count kernels, host syncs, unfused "
-                   "bytes and FLOPs per local step (FedBAT Table 1's shapes, clean and padded) and the bound they "
-                   "imply on an H100 (benchmark.perf); exit 1 if a step syncs")
+                   "bytes and FLOPs per local step (FedBAT Table 1's shapes, clean and padded; --clients and "
+                   "--batch-size change them) and the bound they imply on an H100 (benchmark.perf); exit 1 if a "
+                   "step syncs")
     p.add_argument("--algorithms", help="with --counts: comma-separated (default fedavg,fedbat,gradma)")
     p.add_argument("--executors", help="with --counts: comma-separated among sequential, vectorized, batched "
                                        "(default sequential,vectorized)")
@@ -110,6 +111,8 @@ def add_parser(sub) -> None:
                    "against uncompiled and sequential, interleaved in one process, compile time apart "
                    "(benchmark.compile_bench); with --counts: also count each vectorized/batched step compiled "
                    "(inductor's kernels counted with torch.profiler)")
+    p.add_argument("--per-op", action="store_true", help="with --counts: also a table of the bytes and kernels "
+                   "per step of each ATen operator (where a step's memory traffic goes)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--out", help="also write the JSON object to this file")
     p.set_defaults(func=cmd_bench)
