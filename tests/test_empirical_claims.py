@@ -315,7 +315,7 @@ def test_report_writes_every_documented_key_and_says_what_each_verdict_means(tmp
     md = paths["markdown"].read_text()
     assert "**Not supported**: A's difference from B is shown to lie within +-1 point" in md
     assert "Closest decision: closest to " in md and "its seed budget is spent" in md
-    assert "Smallest effect that matters: 1 point: 1 point (test)" in md
+    assert "Smallest effect that matters: 1 point (test)." in md  # the margin once, not "1 point: 1 point (test)"
     # the spreads of an earlier report beside this one's (issue 22, "report the spread before and after")
     again = erep.write_report([paper], tmp_path / "v2", meta, before=("0.1.0", data))
     md2 = again["markdown"].read_text()

@@ -209,3 +209,18 @@ def test_a_scales_seed_maximum_ends_its_looks_and_a_companion_metric_is_shown_on
     comp = out["companion"]
     assert comp["metric"] == "final_accuracy" and comp["comparisons"][0]["n"] == 5
     assert comp["comparisons"][0]["mean"] == pytest.approx(0.2)
+
+
+def test_not_supported_names_each_setting_when_a_claim_has_several():
+    """Two settings of one comparison: the "Not supported" sentence names each (it repeated itself word for word)."""
+    from theory.empirical.report import verdict_lines
+    comp = {"a": "A", "b": "B", "side": "negligible", "negligible": 0.01}
+    c = {"verdict": "NEGLIGIBLE", "scale": "cpu", "why_stopped": "decided", "direction": "superior",
+         "metric": "final_accuracy", "margin": {"value": 0.01, "reason": "1 point of accuracy"},
+         "comparisons": [{**comp, "setting": "iid"}, {**comp, "setting": "skew"}], "p_holm": {"NEGLIGIBLE": 0.001},
+         "alpha": 0.05}
+    text = "\n".join(verdict_lines(c))
+    assert "A's difference from B (iid) is shown" in text and "A's difference from B (skew) is shown" in text
+    assert "Smallest effect that matters: 1 point of accuracy." in text
+    one = "\n".join(verdict_lines({**c, "comparisons": [{**comp, "setting": "iid"}]}))
+    assert "A's difference from B is shown" in one

@@ -91,10 +91,14 @@ def key_number(c: dict) -> str:
             parts.append(f"{x['a']} vs {x['b']}: no paired runs")
             continue
         iv = f" [{_num(x['lower'], k, unit)}, {_num(x['upper'], k, unit)}]" if x["lower"] is not None else ""
-        tag = f"{x['a']} vs {x['b']}" + (f" ({x['setting']})" if len({y['setting'] for y in c['comparisons']}) > 1
-                                         else "")
+        tag = f"{x['a']} vs {x['b']}{_in_setting(c, x)}"
         parts.append(f"{tag}: {_num(x['mean'], k, unit)}{'' if unit == 'x' else ' ' + unit}{iv}")
     return "; ".join(parts)
+
+
+def _in_setting(c: dict, x: dict) -> str:
+    """" (setting)" when the claim compares in more than one setting (else the comparisons' names say it all)."""
+    return f" ({x['setting']})" if len({y["setting"] for y in c["comparisons"]}) > 1 else ""
 
 
 def _amount(v: float, k: float, unit: str) -> str:
@@ -109,7 +113,8 @@ def margin_text(c: dict) -> str:
     v = _amount(c["margin"]["value"], k, unit)
     if deltas and deltas != [c["margin"]["value"]]:
         v += " (per comparison: " + ", ".join(f"{k * d:g}" for d in deltas) + f" {unit})"
-    return f"{v}: {c['margin']['reason']}"
+    reason = c["margin"]["reason"]
+    return reason if reason.startswith(v) and "(per" not in v else f"{v}: {reason}"  # no "1 point: 1 point of ..."
 
 
 def verdict_lines(c: dict) -> list[str]:
@@ -120,7 +125,8 @@ def verdict_lines(c: dict) -> list[str]:
     if c["verdict"] == "NEGLIGIBLE" and "superior" in c["direction"]:
         neg = [x for x in c["comparisons"] if x["side"] == "negligible"]
         md += ["**Not supported**: " + "; ".join(
-            f"{x['a']}'s difference from {x['b']} is shown to lie within +-{_amount(x['negligible'], k, unit)}"
+            f"{x['a']}'s difference from {x['b']}{_in_setting(c, x)} is shown to lie within "
+            f"+-{_amount(x['negligible'], k, unit)}"
             for x in neg) + ", smaller than the smallest effect that matters.", ""]
     p = c["p_holm"]
     md.append("Holm-adjusted repeated p-values: " + ", ".join(f"{f} {p[f]:.3g}" for f in p)
