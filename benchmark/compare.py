@@ -125,7 +125,7 @@ def markdown(c: dict) -> str:
         out += [f"### {name}", "", f"{s['matched']} cells matched by {s['matched_by']} ({s['only_old']} only in "
                 f"{c['old']}, {s['only_new']} only in {c['new']}); {len(s['moved'])} moved beyond their seed spread, "
                 f"{s['within_spread']} within it; {len(s['status_changed'])} changed status. A change that only "
-                f"redrew the runs' randomness would move about {s.get('expected_by_chance', 0.0):.1f} of these "
+                f"redrew the runs' randomness would move about {s['expected_by_chance']:.1f} of these "
                 "cells by chance.", ""]
         if s["moved"]:
             rows = [[m["cell"], f"{m['old']['mean']:.2f} [{m['old']['min']:.2f}, {m['old']['max']:.2f}]",
