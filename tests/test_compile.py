@@ -42,11 +42,13 @@ def test_compile_rule(monkeypatch):
     assert cost.choose_compile(True, "vectorized", "vectorized", "cpu", "unmeasured", 10) == (True, "asked for")
     done, why = cost.choose_compile(True, "auto", "vectorized", "cpu", "unmeasured", 10**6)
     assert not done and "not measured" in why
-    # the measured table: the FedBAT CNN compiled is faster than uncompiled on this CPU but slower than
-    # sequential, which auto picks for it: auto with compile stays sequential, uncompiled
-    assert cost.compiled_beats_sequential("cpu", "fedbat_cnn", 10**4) is None
-    assert cost.choose_compile(True, "auto", "sequential", "cpu", "fedbat_cnn", 10**4)[1].endswith(
-        f"0.93x the sequential speed on cpu, {cost.COMPILE_SOURCE})")
+    # the measured table: the FedBAT CNN compiled is faster than uncompiled on this CPU and (barely) than
+    # sequential, which auto picks for it: auto with compile takes the compiled vectorized executor once
+    # the compile time is paid back, else stays sequential, uncompiled
+    assert cost.compiled_beats_sequential("cpu", "fedbat_cnn", 100) is None
+    assert "1.02x the sequential speed" in cost.compiled_beats_sequential("cpu", "fedbat_cnn", 10**4)
+    assert cost.choose_compile(True, "auto", "sequential", "cpu", "fedbat_cnn", 100)[1].endswith(
+        f"1.02x the sequential speed on cpu, {cost.COMPILE_SOURCE})")
     monkeypatch.setattr(cost, "COMPILE_MEASURED", {("cpu", "slow"): (0.8, 0.5, None), ("cpu", "fast"): (2.0, 3.0, 50.0)})
     done, why = cost.choose_compile(True, "auto", "vectorized", "cpu", "slow", 10**6)
     assert not done and "0.80x the uncompiled speed" in why
