@@ -34,6 +34,8 @@ from algorithms.core import CounterRng, ParamLayout
 from algorithms.core.rng import _lsr, _to_signed, splitmix64
 from algorithms.core.rng import _GOLDEN as _POSITION
 
+from . import vmap_layers
+
 _STREAM = 0x94D049BB133111EB  # CounterRng: stream of draw c = splitmix64(key + c * _STREAM)
 _NO_STREAM = torch.zeros(0, dtype=torch.int64)  # a forward without an rng: dropout off
 
@@ -78,31 +80,62 @@ class _WeightedBatchNorm(torch.nn.Module):
             self.register_buffer("batch_var", torch.zeros(0), persistent=False)
 
     def forward(self, x):
-        dims = [0] + list(range(2, x.dim()))
+        weight, bias = (self.weight, self.bias) if self.affine else (None, None)
         per_channel = x.shape[0] * (math.prod(x.shape[2:]) if x.dim() > 2 else 1)
+        compiling = torch.compiler.is_compiling()  # inductor traces no vmap rule: the op-by-op forms
         if not self.weighted and per_channel > 1:  # all weights 1: the fused kernel, same arithmetic
             if self.record:
-                var, mean = torch.var_mean(x.detach(), dim=dims, correction=1)
+                var, mean = torch.var_mean(x.detach(), dim=[0] + list(range(2, x.dim())), correction=1)
                 self.batch_mean.copy_(mean)
                 self.batch_var.copy_(var)
-            return F.batch_norm(x, None, None, self.weight if self.affine else None,
-                                self.bias if self.affine else None, True, 0.0, self.eps)
-        sw = self.sample_weight
+            if compiling:
+                return F.batch_norm(x, None, None, weight, bias, True, 0.0, self.eps)
+            return vmap_layers.batch_norm(x, weight, bias, self.eps)
+        if compiling:
+            y, mean, var, cnt = self._op_by_op(x, weight, bias)
+        else:
+            y, mean, var, cnt = vmap_layers.weighted_batch_norm(x, self.sample_weight, weight, bias, self.eps)
+        if self.record:
+            self.batch_mean.copy_(mean.detach())
+            self.batch_var.copy_((var * cnt / (cnt - 1).clamp(min=1)).detach())
+        return y
+
+    def _op_by_op(self, x, weight, bias):
+        """``vmap_layers.weighted_batch_norm`` as tensor arithmetic (what a compiled step traces)."""
+        dims = [0] + list(range(2, x.dim()))
         shape = [x.shape[0]] + [1] * (x.dim() - 1)
-        w = sw.reshape(shape).to(x.dtype)
-        per_sample = math.prod(x.shape[2:]) if x.dim() > 2 else 1
-        cnt = sw.sum() * per_sample
+        w = self.sample_weight.reshape(shape).to(x.dtype)
+        cnt = self.sample_weight.sum() * (math.prod(x.shape[2:]) if x.dim() > 2 else 1)
         mean = (w * x).sum(dim=dims) / cnt
         cshape = [1, -1] + [1] * (x.dim() - 2)
         xc = x - mean.reshape(cshape)
         var = (w * xc * xc).sum(dim=dims) / cnt
-        if self.record:
-            self.batch_mean.copy_(mean.detach())
-            self.batch_var.copy_((var * cnt / (cnt - 1).clamp(min=1)).detach())
         y = xc * torch.rsqrt(var.reshape(cshape) + self.eps)
-        if self.affine:
-            y = y * self.weight.reshape(cshape) + self.bias.reshape(cshape)
-        return y
+        if weight is not None:
+            y = y * weight.reshape(cshape) + bias.reshape(cshape)
+        return y, mean, var, cnt
+
+
+class _FoldedMaxPool(torch.nn.Module):
+    """``nn.MaxPool2d`` (stride = kernel, no padding) through ``vmap_layers.max_pool2d``: the same values, bit
+    for bit, without vmap's layout copies."""
+
+    def __init__(self, kernel: tuple[int, int]):
+        super().__init__()
+        self.kernel = list(kernel)
+
+    @staticmethod
+    def replaces(mod: torch.nn.Module) -> bool:
+        if type(mod) is not torch.nn.MaxPool2d or mod.return_indices or mod.ceil_mode:
+            return False
+        pair = torch.nn.modules.utils._pair
+        stride = mod.stride if mod.stride is not None else mod.kernel_size
+        return pair(stride) == pair(mod.kernel_size) and pair(mod.padding) == (0, 0) and pair(mod.dilation) == (1, 1)
+
+    def forward(self, x):
+        if torch.compiler.is_compiling() or x.dim() != 4:
+            return F.max_pool2d(x, self.kernel)
+        return vmap_layers.max_pool2d(x, self.kernel)
 
 
 class _CounterDropout(torch.nn.Module):
@@ -170,6 +203,8 @@ class _Variant:
                 _replace(self.module, name, _CounterDropout(mod.p, on=train))
                 if train and mod.p > 0:
                     self.dropout.append(name)
+            elif _FoldedMaxPool.replaces(mod):
+                _replace(self.module, name, _FoldedMaxPool(torch.nn.modules.utils._pair(mod.kernel_size)))
             elif isinstance(mod, torch.nn.modules.dropout._DropoutNd):
                 raise ValueError(f"{type(mod).__name__} is not supported by the executors; use nn.Dropout")
         self.calls = [(n, n) for n in [*self.bn, *self.dropout]]  # what a whole-model call is given

@@ -42,11 +42,13 @@ def test_compile_rule(monkeypatch):
     assert cost.choose_compile(True, "vectorized", "vectorized", "cpu", "unmeasured", 10) == (True, "asked for")
     done, why = cost.choose_compile(True, "auto", "vectorized", "cpu", "unmeasured", 10**6)
     assert not done and "not measured" in why
-    # the measured table: the FedBAT CNN compiled is faster than uncompiled on this CPU but slower than
-    # sequential, which auto picks for it: auto with compile stays sequential, uncompiled
-    assert cost.compiled_beats_sequential("cpu", "fedbat_cnn", 10**4) is None
-    assert cost.choose_compile(True, "auto", "sequential", "cpu", "fedbat_cnn", 10**4)[1].endswith(
-        f"0.93x the sequential speed on cpu, {cost.COMPILE_SOURCE})")
+    # the measured table: the FedBAT CNN compiled is faster than uncompiled on this CPU and (barely) than
+    # sequential, which auto picks for it: auto with compile takes the compiled vectorized executor once
+    # the compile time is paid back, else stays sequential, uncompiled
+    assert cost.compiled_beats_sequential("cpu", "fedbat_cnn", 100) is None
+    assert "1.02x the sequential speed" in cost.compiled_beats_sequential("cpu", "fedbat_cnn", 10**4)
+    assert cost.choose_compile(True, "auto", "sequential", "cpu", "fedbat_cnn", 100)[1].endswith(
+        f"1.02x the sequential speed on cpu, {cost.COMPILE_SOURCE})")
     monkeypatch.setattr(cost, "COMPILE_MEASURED", {("cpu", "slow"): (0.8, 0.5, None), ("cpu", "fast"): (2.0, 3.0, 50.0)})
     done, why = cost.choose_compile(True, "auto", "vectorized", "cpu", "slow", 10**6)
     assert not done and "0.80x the uncompiled speed" in why
@@ -141,3 +143,24 @@ def test_compile_bench_records_are_not_bench_records(tmp_path):
 
     (tmp_path / "compile.json").write_text(json.dumps({"device": "cpu", "kind": "compile", "models": [{"model": "x"}]}))
     assert cost.latest_bench("cpu", [tmp_path]) is None
+
+
+@pytest.mark.slow
+def test_compiled_round_replays_one_graph_with_rng_and_dropout():
+    """What a CUDA graph needs of a round (issue 24, item 2), checked on the CPU: everything that changes from
+    round to round (the round, each client's RNG key for FedBAT's stochastic binarization and for the dropout
+    masks, the learning rate, the downlink) enters the compiled local update as a tensor, and the draws'
+    counters restart each round, so rounds 2 and 3 reuse the graph compiled in round 1 (one graph: a value
+    baked in as a constant would recompile); max-pooling and dropout of LFL's CNN included. Results equal
+    the uncompiled rounds to float tolerance."""
+    from torch._dynamo.utils import counters
+
+    exp = Experiment(**{**BASE, "rounds": 3, "model": "lfl_cnn_mnist"}, algorithm="fedbat")
+    a = run(exp)
+    graphs = counters["stats"]["unique_graphs"]
+    b = run(dataclasses.replace(exp, compile=True))
+    assert counters["stats"]["unique_graphs"] - graphs == 1
+    for ha, hb in zip(a.history, b.history, strict=True):
+        for k in ("local_loss", "train_loss", "test_loss"):
+            assert hb[k] == pytest.approx(ha[k], rel=1e-4, abs=1e-6), (k, ha["round"])
+    assert len({h["local_loss"] for h in a.history}) == 3  # the rounds differ: not one round replayed

@@ -46,9 +46,13 @@ functorch: every forward is a pure function of (parameters, buffers, input): no 
 * BatchNorm (fedbat_*, gradma_mlp/lenet5/vgg11/resnet20) updates running statistics in training
   mode; under ``vmap`` pass per-client (stacked) buffers, or thread them explicitly.
 * Dropout (lfl_cnn_*, gradma_lenet5, gradma_vgg11, on by default as in the papers/code) draws random
-  masks: ``vmap`` needs ``randomness="different"`` (or ``"same"``) in training mode, and then the
-  vectorized and sequential executors do not draw the same masks. ``dropout=False`` removes the
-  dropout layers (parameter count unchanged) for bitwise executor-equivalence tests.
+  masks: the executors' training copies replace ``nn.Dropout`` by a dropout whose mask is the client's
+  counter-based draw (``benchmark.functional``), so both executors draw the same masks (plain ``vmap``
+  would need ``randomness="different"`` and draw others). ``dropout=False`` removes the dropout layers
+  (parameter count unchanged).
+* BatchNorm and ``nn.MaxPool2d`` (stride = kernel, no padding) are swapped, in the executors' training
+  copies, for layers whose vmap rule folds the clients into the channels (``benchmark.vmap_layers``):
+  the same kernels without vmap's layout copies; models are written with the ordinary ``nn`` layers.
 
 Stages (``stages(module)``): algorithms that need intermediate representations (MOON's features,
 FedMLB's hybrid paths) see a model as a chain of stages whose composition is the forward. A
