@@ -76,22 +76,23 @@ def _channels(x: torch.Tensor, bdim: int | None) -> int:
     return x.shape[1] if bdim is None else x.movedim(bdim, 0).shape[2]
 
 
-def _no_second_derivative(name: str):
-    def backward(ctx, *grads):
-        raise NotImplementedError(f"second derivatives through {name} are not implemented (benchmark.vmap_layers)")
-    return staticmethod(backward)
-
-
-class _MaxPoolBackward(Function):
-    @staticmethod
-    def forward(grad, x, indices, kernel):
-        return aten.max_pool2d_with_indices_backward(grad, x, kernel, kernel, [0, 0], [1, 1], False, indices)
+class _Backward(Function):
+    """A layer's backward as a ``Function`` (so that it folds under vmap too): it keeps no context, and its
+    own derivative, a second derivative of the layer, is not implemented."""
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         pass
 
-    backward = _no_second_derivative("max_pool2d")
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError("second derivatives through benchmark.vmap_layers are not implemented")
+
+
+class _MaxPoolBackward(_Backward):
+    @staticmethod
+    def forward(grad, x, indices, kernel):
+        return aten.max_pool2d_with_indices_backward(grad, x, kernel, kernel, [0, 0], [1, 1], False, indices)
 
     @staticmethod
     def vmap(info, in_dims, grad, x, indices, kernel):
@@ -132,18 +133,13 @@ def max_pool2d(x: torch.Tensor, kernel: list[int]) -> torch.Tensor:
     return _MaxPool.apply(x, list(kernel))[0]
 
 
-class _BatchNormBackward(Function):
+class _BatchNormBackward(_Backward):
     @staticmethod
     def forward(grad, x, weight, mean, invstd, eps):
         affine = weight is not None
         return aten.native_batch_norm_backward(grad, x, weight, None, None, mean, invstd, True, eps,
                                                [True, affine, affine])
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        pass
-
-    backward = _no_second_derivative("batch_norm")
 
     @staticmethod
     def vmap(info, in_dims, grad, x, weight, mean, invstd, eps):
@@ -193,7 +189,7 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(t.shape[0], t.shape[1], -1)  # (N, C, positions)
 
 
-class _WeightedBatchNormBackward(Function):
+class _WeightedBatchNormBackward(_Backward):
     @staticmethod
     def forward(grad, centered, w, weight, rstd, count):
         """The module docstring's gradient; ``w``: (N,) or (N, C) weights, ``count``: W per channel."""
@@ -205,12 +201,6 @@ class _WeightedBatchNormBackward(Function):
         dx = torch.addcmul((-(scale * sum_g) * share).unsqueeze(-1), g, scale.unsqueeze(-1))
         dx.addcmul_(xc, (-(scale * rstd * rstd * sum_gx) * share).unsqueeze(-1))
         return dx.view_as(grad), rstd * sum_gx, sum_g
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        pass
-
-    backward = _no_second_derivative("the weighted batch_norm")
 
     @staticmethod
     def vmap(info, in_dims, grad, centered, w, weight, rstd, count):
