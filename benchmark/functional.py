@@ -82,19 +82,22 @@ class _WeightedBatchNorm(torch.nn.Module):
     def forward(self, x):
         weight, bias = (self.weight, self.bias) if self.affine else (None, None)
         per_channel = x.shape[0] * (math.prod(x.shape[2:]) if x.dim() > 2 else 1)
-        compiling = torch.compiler.is_compiling()  # inductor traces no vmap rule: the op-by-op forms
+        # the folding layers (benchmark.vmap_layers) for feature maps; the op-by-op forms when compiling
+        # (inductor traces no vmap rule) and for (N, C) features (BatchNorm1d: small activations, and it keeps
+        # the vectorized gradma_mlp runs of results/gradma_reduced_fmnist/0.3.0 bit for bit)
+        fold = x.dim() > 2 and not torch.compiler.is_compiling()
         if not self.weighted and per_channel > 1:  # all weights 1: the fused kernel, same arithmetic
             if self.record:
                 var, mean = torch.var_mean(x.detach(), dim=[0] + list(range(2, x.dim())), correction=1)
                 self.batch_mean.copy_(mean)
                 self.batch_var.copy_(var)
-            if compiling:
-                return F.batch_norm(x, None, None, weight, bias, True, 0.0, self.eps)
-            return vmap_layers.batch_norm(x, weight, bias, self.eps)
-        if compiling:
-            y, mean, var, cnt = self._op_by_op(x, weight, bias)
-        else:
+            if fold:
+                return vmap_layers.batch_norm(x, weight, bias, self.eps)
+            return F.batch_norm(x, None, None, weight, bias, True, 0.0, self.eps)
+        if fold:
             y, mean, var, cnt = vmap_layers.weighted_batch_norm(x, self.sample_weight, weight, bias, self.eps)
+        else:
+            y, mean, var, cnt = self._op_by_op(x, weight, bias)
         if self.record:
             self.batch_mean.copy_(mean.detach())
             self.batch_var.copy_((var * cnt / (cnt - 1).clamp(min=1)).detach())

@@ -36,7 +36,8 @@ static method; their backward is again such a ``Function``, so the backward pass
 
 ``torch.compile`` does not trace an autograd ``Function`` with a ``vmap`` static method: while compiling
 (``torch.compiler.is_compiling()``), the callers in ``benchmark.functional`` take the op-by-op forms, which
-inductor fuses anyway. Second derivatives through these layers are not implemented (nothing in fedrepro
+inductor fuses anyway. They also keep those forms for BatchNorm on (N, C) features (BatchNorm1d): little to gain
+there, and it keeps committed vectorized results bit for bit. Second derivatives through these layers are not implemented (nothing in fedrepro
 takes them): they raise.
 """
 from __future__ import annotations

@@ -178,3 +178,29 @@ def test_vectorized_step_has_no_layout_copies(weighted):
     assert c_old.op_bytes["clone"] > 2 * activation and c_old.op_bytes["mul"] > activation
     assert c_old.bytes > 1.5 * c_new.bytes
     torch.testing.assert_close(g_new, g_old, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("features", ["flat", "maps"])
+def test_batchnorm1d_keeps_its_arithmetic(features):
+    """BatchNorm on (N, C) features keeps the op-by-op forms, so vectorized results of such models (committed
+    at 0.3.0: gradma_mlp) stay bit for bit; on feature maps the folded layers round differently (the check
+    can fail: it does for ``maps``)."""
+    torch.manual_seed(0)
+    if features == "flat":
+        module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 8), torch.nn.BatchNorm1d(8),
+                                     torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    else:
+        module = _cnn()
+    fm = functional.FunctionalModel(module, "classification")
+    flat = torch.nn.utils.parameters_to_vector(fm.module.parameters()).detach().expand(CLIENTS, -1)
+    x, y, w = _x(CLIENTS, N, 1, 8, 8), torch.randint(0, 3, (CLIENTS, N)), _weights()
+    buffers = {k: v.expand(CLIENTS, *v.shape) for k, v in fm.initial_buffers().items()}
+
+    def loss(p, xb, yb, wb, bufs):
+        out, _ = fm.forward_train(p, xb, wb, None, weighted=True, buffers=bufs)
+        return fm.criterion(out, functional.Batch(xb, yb, wb))
+    now = vmap(grad(loss))(flat, x, y, w, buffers)
+    with pytest.MonkeyPatch.context() as mp:  # the op-by-op forms everywhere
+        mp.setattr(torch.compiler, "is_compiling", lambda: True)
+        old = vmap(grad(loss))(flat, x, y, w, buffers)
+    assert torch.equal(now, old) == (features == "flat")
