@@ -64,9 +64,9 @@ def _fold_channels(t: torch.Tensor | None, bdim: int | None, size: int) -> torch
 
 
 def _fold_weights(w: torch.Tensor, bdim: int | None, size: int, channels: int) -> torch.Tensor:
-    """Per-client sample weights (N,) as per-channel weights (N, size * C)."""
-    w = w.unsqueeze(1).expand(w.shape[0], size) if bdim is None else w.movedim(bdim, 1)
-    return w.unsqueeze(-1).expand(*w.shape, channels).flatten(1, 2)
+    """Per-client sample weights (N,) as per-channel weights (N, size * C): the weights repeated over the
+    channels (a trailing dimension: ``bdim`` stays valid), then :func:`_fold`."""
+    return _fold(w.unsqueeze(-1).expand(*w.shape, channels), bdim, size)
 
 
 def _unfold(t, size: int, dim: int):
@@ -140,7 +140,6 @@ class _BatchNormBackward(_Backward):
         affine = weight is not None
         return aten.native_batch_norm_backward(grad, x, weight, None, None, mean, invstd, True, eps,
                                                [True, affine, affine])
-
 
     @staticmethod
     def vmap(info, in_dims, grad, x, weight, mean, invstd, eps):

@@ -146,26 +146,32 @@ def _cnn():
                                torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(64, 3))
 
 
+def _vectorized_grad(module, weighted: bool):
+    """The vectorized executor's gradient through ``FunctionalModel``: every client's flat gradient of its
+    weighted loss, one ``vmap``, on fixed data (padding rows in two clients); called again, it recomputes."""
+    fm = functional.FunctionalModel(module, "classification")
+    flat = torch.nn.utils.parameters_to_vector(fm.module.parameters()).detach().expand(CLIENTS, -1)
+    x, y, w = _x(CLIENTS, N, 1, 8, 8), torch.randint(0, 3, (CLIENTS, N)), _weights()
+    buffers = {k: v.expand(CLIENTS, *v.shape) for k, v in fm.initial_buffers().items()}
+
+    def loss(p, xb, yb, wb, bufs):
+        out, _ = fm.forward_train(p, xb, wb, None, weighted=weighted, buffers=bufs)
+        return fm.criterion(out, functional.Batch(xb, yb, wb))
+    return lambda: vmap(grad(loss))(flat, x, y, w, buffers)
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 def test_vectorized_step_has_no_layout_copies(weighted):
     """Through the executors' FunctionalModel, a vmapped gradient of a conv-BatchNorm-pool model copies no
     activation-sized layout (``clone``) and applies BatchNorm's scale inside the kernel (no ``mul`` of activation
     size; the small copies left are the pooled features moving to the linear layer); with the ordinary
     layers planted back, both reappear, with the same gradient to rounding."""
-    fm = functional.FunctionalModel(_cnn(), "classification")
-    flat = torch.nn.utils.parameters_to_vector(fm.module.parameters()).detach().expand(CLIENTS, -1)
-    x, y, w = _x(CLIENTS, N, 1, 8, 8), torch.randint(0, 3, (CLIENTS, N)), _weights()
-
-    buffers = {k: v.expand(CLIENTS, *v.shape) for k, v in fm.initial_buffers().items()}
+    g = _vectorized_grad(_cnn(), weighted)
 
     def step():
-        def loss(p, xb, yb, wb, bufs):
-            out, _ = fm.forward_train(p, xb, wb, None, weighted=weighted, buffers=bufs)
-            return fm.criterion(out, functional.Batch(xb, yb, wb))
-        g = vmap(grad(loss))
-        g(flat, x, y, w, buffers)
+        g()
         with counting() as c:
-            out = g(flat, x, y, w, buffers)
+            out = g()
         return out, c
 
     g_new, c_new = step()
@@ -191,16 +197,9 @@ def test_batchnorm1d_keeps_its_arithmetic(features):
                                      torch.nn.ReLU(), torch.nn.Linear(8, 3))
     else:
         module = _cnn()
-    fm = functional.FunctionalModel(module, "classification")
-    flat = torch.nn.utils.parameters_to_vector(fm.module.parameters()).detach().expand(CLIENTS, -1)
-    x, y, w = _x(CLIENTS, N, 1, 8, 8), torch.randint(0, 3, (CLIENTS, N)), _weights()
-    buffers = {k: v.expand(CLIENTS, *v.shape) for k, v in fm.initial_buffers().items()}
-
-    def loss(p, xb, yb, wb, bufs):
-        out, _ = fm.forward_train(p, xb, wb, None, weighted=True, buffers=bufs)
-        return fm.criterion(out, functional.Batch(xb, yb, wb))
-    now = vmap(grad(loss))(flat, x, y, w, buffers)
+    g = _vectorized_grad(module, weighted=True)
+    now = g()
     with pytest.MonkeyPatch.context() as mp:  # the op-by-op forms everywhere
         mp.setattr(torch.compiler, "is_compiling", lambda: True)
-        old = vmap(grad(loss))(flat, x, y, w, buffers)
+        old = g()
     assert torch.equal(now, old) == (features == "flat")
