@@ -3,9 +3,9 @@ leaderboard column, the mean over seeds of each method's runs that finished ``ok
 
 Every method keeps one style (``benchmark.report_style``) in every panel and every figure of the report,
 and each figure has one legend listing every method it draws. A panel says which methods it lacks because
-their runs diverged or failed. With more than ``MAX_LINES`` methods the headline figures draw a selection
-(FedAvg, the suite's paper's own methods, then the best others by mean final metric over the columns) and
-say so in their title; ``*_all.png`` then shows every method as small multiples: one row per group of at
+their runs diverged or failed, and which curves lie on top of another method's (``coinciding``). With more
+than ``MAX_LINES`` methods the headline figures draw a selection (FedAvg, the suite's paper's own methods, then
+the best others by mean final metric over the columns) and say so in their title; ``*_all.png`` then shows every method as small multiples: one row per group of at
 most ``MAX_LINES`` methods (FedAvg repeated in each as the reference), one column per leaderboard column.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ from . import report_style
 from .report_columns import column_keys, column_label, column_of, column_sort_key, method_label
 
 MAX_LINES = 10  # methods besides FedAvg in one panel; more: a selection, and small multiples of every method
+COINCIDE = 0.005  # two curves whose gap stays under this fraction of the panel's y span are drawn as one line
 KINDS = {"rounds": ("accuracy_vs_rounds", "round"), "uplink_bits": ("accuracy_vs_uplink_bits", "cumulative uplink bits")}
 
 
@@ -85,12 +86,33 @@ def _pyplot():
     return plt
 
 
+def coinciding(curves: dict, methods: list, kind: str) -> list[tuple[str, str, float]]:
+    """(method, earlier method, largest gap in points) for each curve of ``methods`` that lies on an earlier one
+    (legend order) in a panel: the same x values and a gap under ``COINCIDE`` of the panel's y span at every point,
+    so that one line hides the other (fedavgm and fedproxm in gradma_reduced; fedavg and fednova when every
+    client takes the same number of steps)."""
+    drawn = [m for m in report_style.order(methods) if m in curves]
+    ys = [y for m in drawn for y in curves[m]["y"]]
+    span = max(ys) - min(ys) if ys else 0.0
+    out = []
+    for i, m in enumerate(drawn):
+        for first in drawn[:i]:
+            a, b = curves[first], curves[m]
+            if list(a[kind]) == list(b[kind]) and len(a["y"]) == len(b["y"]):
+                gap = float(np.max(np.abs(np.subtract(a["y"], b["y"])))) if len(a["y"]) else 0.0
+                if gap <= COINCIDE * span:
+                    out.append((m, first, gap))
+                    break
+    return out
+
+
 def _panel(ax, kind: str, curves: dict, methods: list, styles: dict, title: str, metric: str, absent: dict,
            others_in: str = "see the _all figure"):
     for m in report_style.order(methods):
         if m in curves:
             c = curves[m]
             ax.plot(c[kind], c["y"], label=m, **report_style.plot_kwargs(styles[m], len(c["y"])))
+    hidden = [f"{m} lies on {first} (gap \u2264 {gap:.2f} points)" for m, first, gap in coinciding(curves, methods, kind)]
     ax.set_title(title, fontsize=9)
     ax.set_xlabel(KINDS[kind][1], fontsize=8)
     ax.set_ylabel(f"{metric.replace('_', ' ')} (%)", fontsize=8)
@@ -99,13 +121,14 @@ def _panel(ax, kind: str, curves: dict, methods: list, styles: dict, title: str,
         log_x(ax)
     ax.grid(alpha=0.3)
     gone = [f"{m} ({why})" for m, why in sorted(absent.items()) if m in methods]
+    notes = (["not drawn: " + "; ".join(gone)] if gone else []) + hidden
     if not any(m in curves for m in methods) and not gone:  # an empty panel says why it is empty
         ax.text(0.5, 0.5, f"none of these {len(methods)} methods ran in this cell"
                 + (f"\n({len(curves)} others did: {others_in})" if curves else ""),
                 transform=ax.transAxes, ha="center", va="center", fontsize=8, color="0.3")
-    if gone:
-        ax.text(0.98, 0.02, "not drawn: " + "; ".join(gone), transform=ax.transAxes, ha="right", va="bottom",
-                fontsize=6, color="0.3", wrap=True)
+    if notes:
+        ax.text(0.98, 0.02, "\n".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize=6,
+                color="0.3", wrap=True)
 
 
 def log_x(ax) -> None:

@@ -8,7 +8,9 @@ of every suite, is always black and solid. With many methods, the ones a headlin
 first 10 slots (a colour each, solid). The map depends only on the set of names and that leading group, so
 every panel and every figure of a report shows a method the same way, whichever methods a panel happens
 to lack (a diverged run, a method not run in that cell). ``plot_kwargs`` turns a style into ``Axes.plot``
-arguments, ``legend_handles`` into legend entries that list every method drawn.
+arguments, ``legend_handles`` into legend entries that list every method drawn. Each method's markers start at
+a point of its own (its slot, modulo the spacing of the markers), so two curves that lie on top of each other
+still show both markers side by side; the panels also say so in words (``benchmark.report_plots``).
 
 Used by the leaderboard plots (``benchmark.report_plots``); any other report that draws methods (the
 claims report) takes its styles from here so that a method looks the same everywhere.
@@ -51,7 +53,7 @@ def slots(names: Iterable[str], first: Iterable[str] = ()) -> list[str]:
 
 
 def method_styles(names: Iterable[str], first: Iterable[str] = ()) -> dict[str, dict]:
-    """{method: {"color", "linestyle", "marker"}}: distinct for every method of ``names``, a function of the set
+    """{method: {"color", "linestyle", "marker", "slot"}}: distinct for every method of ``names``, a function of the set
     of names and of ``first`` only (see ``slots``: with at most 10 methods besides FedAvg, or for the ``first``
     10, a colour each and solid lines). Raises ValueError when more methods are asked for than the palette can
     tell apart (50 besides FedAvg)."""
@@ -61,17 +63,19 @@ def method_styles(names: Iterable[str], first: Iterable[str] = ()) -> dict[str, 
     if len(others) > len(colors) * len(styles):
         raise ValueError(f"{len(others)} methods are more than {len(colors) * len(styles)} distinct styles: draw "
                          "a selection (benchmark.report_plots.select_methods) or small multiples")
-    out = {m: {"color": BASELINE_COLOR, "linestyle": "-", "marker": "o"} for m in names if is_baseline(m)}
+    out = {m: {"color": BASELINE_COLOR, "linestyle": "-", "marker": "o", "slot": 0} for m in names if is_baseline(m)}
     for i, m in enumerate(others):
         out[m] = {"color": colors[i % len(colors)], "linestyle": styles[(i // len(colors)) % len(styles)],
-                  "marker": MARKERS[i % len(MARKERS)]}
+                  "marker": MARKERS[i % len(MARKERS)], "slot": i + 1}
     return out
 
 
 def plot_kwargs(style: dict, points: int) -> dict:
-    """``Axes.plot`` keyword arguments for a line of ``points`` points drawn in ``style``."""
+    """``Axes.plot`` keyword arguments for a line of ``points`` points drawn in ``style``: a marker every
+    ``points // MARKS_PER_LINE`` points, the first at the style's slot modulo that spacing."""
+    every = max(1, points // MARKS_PER_LINE)
     return {"color": style["color"], "linestyle": style["linestyle"], "marker": style["marker"],
-            "markersize": 4, "linewidth": 1.4, "markevery": max(1, points // MARKS_PER_LINE)}
+            "markersize": 4, "linewidth": 1.4, "markevery": (style.get("slot", 0) % every, every)}
 
 
 def legend_handles(styles: dict[str, dict], names: Iterable[str]) -> list:

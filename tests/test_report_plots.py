@@ -165,3 +165,30 @@ def test_log_bits_axis_labels_never_overlap(lo, hi):
     boxes = sorted((t.get_window_extent(r) for t in labels), key=lambda b: b.x0)
     for a, b in zip(boxes, boxes[1:]):
         assert a.x1 < b.x0, f"tick labels overlap: {[t.get_text() for t in labels]}"
+
+
+def _twin_records(offset):
+    """fedavg, fednova drawn ``offset`` points above it, and scaffold well apart, in one cell of 24 rounds."""
+    recs = [_rec(a, "iid", rounds=24, level=lvl) for a, lvl in (("fedavg", 0.3), ("fednova", 0.3), ("scaffold", 0.1))]
+    for e in recs[1]["history"]:
+        e["test_accuracy"] += offset / 100
+    return recs
+
+
+def test_a_curve_that_lies_on_another_is_named_and_its_markers_sit_between():
+    ax = report_plots.curve_figures(_twin_records(0.0))["accuracy_vs_rounds.png"].axes[0]
+    assert any("fednova lies on fedavg" in t.get_text() for t in ax.texts)
+    assert not any("scaffold lies" in t.get_text() for t in ax.texts)
+    marks = {ln.get_label(): ln.get_markevery() for ln in _lines(ax.figure)}
+    assert marks["fedavg"][1] == marks["fednova"][1] > 1 and marks["fedavg"][0] != marks["fednova"][0]
+
+
+def test_a_curve_a_visible_gap_apart_is_not_called_hidden():
+    # 1 point above fedavg on a y span of about 90 points: visible, so no note (a planted tolerance of 2% would
+    # call it hidden)
+    ax = report_plots.curve_figures(_twin_records(1.0))["accuracy_vs_rounds.png"].axes[0]
+    assert not any("lies on" in t.get_text() for t in ax.texts)
+    curves = {m: {"rounds": [1, 2], "y": y} for m, y in (("fedavg", [10.0, 60.0]), ("fednova", [10.2, 60.2]))}
+    assert report_plots.coinciding(curves, ["fedavg", "fednova"], "rounds") == [("fednova", "fedavg", pytest.approx(0.2))]  # under 0.5% of 50.2
+    curves["fednova"]["rounds"] = [1, 3]  # same values at other rounds: not the same line
+    assert report_plots.coinciding(curves, ["fedavg", "fednova"], "rounds") == []
