@@ -91,7 +91,7 @@ def test_claims_quick_writes_the_report(tmp_path, capsys):
     assert [c["id"] for c in data["claims"]] == [c.id for c in claims]
     for c in data["papers"][0]["claims"]:
         assert c["verdict"] in VERDICTS and c["scale"] == "quick"
-        assert (folder / f"{c['id']}.png").is_file()
+        assert (folder / f"{c['id']}.quick.png").is_file()
         for x in c["comparisons"]:
             assert x["n"] == 3 and len(x["values"]) == 3 and not x["unpaired"]
     tuned = data["papers"][0]["tuning"]
@@ -328,6 +328,35 @@ def test_report_writes_every_documented_key_and_says_what_each_verdict_means(tmp
         (tmp_path / "r" / "claims" / v / "report.json").write_text(json.dumps(data))
     assert erep.previous_report(tmp_path / "r", "0.2.0")[0] == "0.1.0"
     assert erep.previous_report(tmp_path / "r", "0.1.0") is None
+
+
+def test_a_claim_at_two_scales_has_two_sections_two_plots_and_links_to_each(tmp_path):
+    """A paper's main claim runs at two scales (issue 22): each scale gets its own section, plot and summary link.
+    The claim id alone named one plot, which the second scale overwrote under both sections."""
+    import re
+
+    from theory.empirical import report as erep
+
+    claim = Claim("toy.main", "toy", "src", "q", "s", "final_accuracy", (Comparison("A", "B", "superior", 0.0, "s"),),
+                  margin=Margin(0.01, "1 point (test)"))
+    papers = []
+    for scale, diffs in (("cpu", [0.03, 0.04, 0.05, 0.03, 0.04]), ("cpu4x", [-0.03, -0.04, -0.05, -0.03, -0.04])):
+        judge = Judge([claim], (5,))
+        judge.look_values(0, [diffs])
+        res = judge.results()
+        res[0]["scale"] = scale
+        papers.append({"paper": "toy", "title": "Toy", "scale": {"scale": scale}, "claims": res, "tuning": {},
+                       "budget": {"looks": [5], "cpu_minutes": 1, "reason": "test"}, "cells": {"cell_seconds": 0.0},
+                       "seconds": 0})
+    meta = {"scale": "cpu", "quick": False, "wall_seconds": 1.0, "cpus": 2, "backend": "local", "jobs": None,
+            "load_start": "?", "load_end": "?", "note": ""}
+    md = erep.write_report(papers, tmp_path, meta)["markdown"].read_text()
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["toy.main.cpu.png", "toy.main.cpu4x.png"]
+    headings = [line[4:] for line in md.splitlines() if line.startswith("### ")]
+    assert headings == ["toy.main (cpu scale)", "toy.main (cpu4x scale)"]
+    links = re.findall(r"\[toy\.main\]\(#([^)]+)\)", md)
+    assert links == [erep.anchor(h) for h in headings] == ["toymain-cpu-scale", "toymain-cpu4x-scale"]
+    assert md.index("(toy.main.cpu.png)") < md.index("### toy.main (cpu4x scale)") < md.index("(toy.main.cpu4x.png)")
 
 
 def test_the_spreads_before_are_found_in_the_results_root_then_the_committed_results(tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
-"""The empirical claims report: ``report.md``, ``report.json`` and one plot per claim, from the papers'
-results (``run.run_paper``).
+"""The empirical claims report: ``report.md``, ``report.json`` and one plot per claim and scale
+(``<id>.<scale>.png``, ``claim_key``), from the papers' results (``run.run_paper``).
 
 ``report.json`` (read by ``benchmark.report.claim_verdicts``, ``benchmark.compare`` and the paper pages):
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 from tabulate import tabulate
@@ -189,9 +190,25 @@ def _comparison_row(x: dict, k: float, unit: str) -> list:
             delta, gap, x["side"], _cell(notes)]
 
 
+def claim_key(c: dict) -> str:
+    """The claim at its scale, ``<id>.<scale>``: the name of its plot. A paper's main claim runs at two scales, so
+    its id alone named two sections and one plot file, which the second scale overwrote."""
+    return f"{c['id']}.{c['scale']}"
+
+
+def claim_title(c: dict) -> str:
+    return f"{c['id']} ({c['scale']} scale)"
+
+
+def anchor(title: str) -> str:
+    """The link target GitHub gives a markdown heading: lower case, punctuation but ``-`` and ``_`` dropped,
+    spaces as ``-``."""
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+
+
 def claim_section(c: dict, before: dict | None = None) -> list[str]:
     k, unit = _unit(c["metric"])
-    md = [f"### {c['id']}", "", f"*{c['source']}*: {c['quote']}", "", f"**Tested:** {c['statement']}", ""]
+    md = [f"### {claim_title(c)}", "", f"*{c['source']}*: {c['quote']}", "", f"**Tested:** {c['statement']}", ""]
     md += verdict_lines(c)
     rows = [_comparison_row(x, k, unit) for x in c["comparisons"]]
     for row, x in zip(rows, c["comparisons"]):
@@ -206,7 +223,7 @@ def claim_section(c: dict, before: dict | None = None) -> list[str]:
             f"{x['a']} vs {x['b']}" + (f" ({x['setting']})" if len(c["comparisons"]) > 1 else "")
             + f" {_num(y['mean'], kc, uc)} (sd {_num(y['sd'], kc, uc, signed=False)})"
             for x, y in zip(c["comparisons"], c["companion"]["comparisons"])) + ".", ""]
-    return md + [f"![{c['id']}]({c['id']}.png)", ""]
+    return md + [f"![{claim_title(c)}]({claim_key(c)}.png)", ""]
 
 
 def _tuning_lines(p: dict) -> list[str]:
@@ -309,7 +326,7 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
         md += [f"The spread of each comparison (the sd of its per-seed differences) is shown beside its spread in the "
                f"{before['version']} report, with that report's metric where it differs: what the scales and "
                f"metrics of this version changed.", ""]
-    rows = [[f"[{c['id']}](#{c['id'].replace('.', '')})", c["paper"], f"**{c['verdict']}**", c["scale"], c["seeds"],
+    rows = [[f"[{c['id']}](#{anchor(claim_title(c))})", c["paper"], f"**{c['verdict']}**", c["scale"], c["seeds"],
              _cell(c["stopped"]), _cell(key_number(c))] for c in claims]
     return md + [tabulate(rows, headers=["claim", "paper", "verdict", "scale", "seeds", "stopped", "key number"],
                           tablefmt="github"), ""]
@@ -330,7 +347,7 @@ def write_report(papers: list[dict], folder, meta: dict, before: tuple | None = 
     for p in papers:
         md += paper_section(p, before)
         for c in p["claims"]:
-            plot(c, folder / f"{c['id']}.png")
+            plot(c, folder / f"{claim_key(c)}.png")
     (folder / "report.md").write_text("\n".join(md))
     payload = {"code_version": version, "environment": environment(torch.device("cpu")), "meta": meta,
                "counts": counts, "method": {"alpha": ALPHA, "spending": "pocock", "skew_allowance": SKEW_ALLOWANCE,
