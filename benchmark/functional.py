@@ -158,28 +158,6 @@ class _CounterDropout(torch.nn.Module):
         return x * keep / (1 - self.p)
 
 
-def unflatten(layout: ParamLayout, flat: torch.Tensor, sizes: list[int] | None = None) -> dict[str, torch.Tensor]:
-    """``layout.unflatten(flat)`` as one ``split`` (the same views, the same values): its backward writes the
-    flat gradient once (a ``cat`` of the parameters' gradients), where slicing tensor by tensor made, at every
-    step, one zero-filled flat-sized gradient per parameter tensor and added them up (``slice_backward`` +
-    ``add``: about 3 x (tensors - 1) flat vectors of memory traffic; issue 24, item 3). ``sizes``:
-    ``split_sizes(layout)``, when the caller keeps it."""
-    sizes = split_sizes(layout) if sizes is None else sizes
-    if not sizes or sum(sizes) != flat.shape[-1]:  # not a partition of the vector: slice tensor by tensor
-        return layout.unflatten(flat)
-    return {s.name: t.view(s.shape) for s, t in zip(layout.slices, torch.split(flat, sizes))}
-
-
-def split_sizes(layout: ParamLayout) -> list[int]:
-    """The slices' lengths when they tile the vector from 0 in order (``torch.split``'s sizes), else []."""
-    start = 0
-    for s in layout.slices:
-        if s.start != start:
-            return []
-        start = s.stop
-    return [s.numel for s in layout.slices]
-
-
 def _with(params: dict, state: dict) -> dict:
     return {**params, **state} if state else params
 
@@ -236,7 +214,6 @@ class FunctionalModel:
         self.module = module
         self.task = task
         self.layout = ParamLayout.from_module(module)
-        self._sizes = split_sizes(self.layout)  # unflatten's split (kept: a compiled forward traces no search)
         self.loss = getattr(module, "fedrepro_loss", "default")  # e.g. "squared_hinge" for BHerd's SVM
         if self.loss not in ("default", "squared_hinge"):
             raise ValueError(f"unknown model loss {self.loss!r}")
@@ -292,7 +269,7 @@ class FunctionalModel:
         under vmap)."""
         v = self._variants[weighted, True]
         state, slots = self._call_state(v, x, w, rng, buffers, v.calls)
-        out = functional_call(v.module, _with(unflatten(self.layout, flat, self._sizes), state), (x,))
+        out = functional_call(v.module, _with(self.layout.unflatten(flat), state), (x,))
         return out, slots
 
     def reference_forward(self, flat: torch.Tensor, x: torch.Tensor, w: torch.Tensor | None = None,
@@ -300,7 +277,7 @@ class FunctionalModel:
         """A frozen model's training-mode forward: BatchNorm on batch statistics, nothing recorded, no dropout."""
         v = self._variants[weighted, False]
         state, _ = self._call_state(v, x, w, None, None, v.calls)
-        return functional_call(v.module, _with(unflatten(self.layout, flat, self._sizes), state), (x,))
+        return functional_call(v.module, _with(self.layout.unflatten(flat), state), (x,))
 
     def stage_modules(self) -> list:
         """The training copy of the model as a chain of stages (``benchmark.models.stages``): (module,
@@ -321,7 +298,7 @@ class FunctionalModel:
         mods = self._stages(v)
         if not 0 <= start < len(mods):
             raise ValueError(f"start stage {start} out of range: the model has {len(mods)} stages")
-        params = unflatten(self.layout, flat, self._sizes)
+        params = self.layout.unflatten(flat)
         outs, h, stats = [], x, {}
         for mod, names, extra in mods[start:]:
             state, slots = self._call_state(v, h, w, rng, buffers, extra)
@@ -356,7 +333,7 @@ class FunctionalModel:
     def evaluate(self, flat: torch.Tensor, buffers: dict, x: torch.Tensor, y: torch.Tensor,
                  batch_size: int = 4096) -> tuple[float, float]:
         """(mean loss, accuracy or None) of the model at ``flat`` on (x, y), in eval mode."""
-        state = dict(unflatten(self.layout, flat, self._sizes))
+        state = dict(self.layout.unflatten(flat))
         state.update(buffers)
         total, correct, n = 0.0, 0, len(x)
         for i in range(0, n, batch_size):

@@ -4,6 +4,7 @@ benchmark.counting, benchmark.perf)."""
 import pytest
 import torch
 
+from algorithms.core.layout import ParamLayout
 from benchmark import executors as ex
 from benchmark import functional, perf
 from benchmark.counting import counting
@@ -19,8 +20,8 @@ def _grad(fm, flat, x, y):
     return torch.func.grad(loss)(flat)
 
 
-def test_unflatten_is_one_split():
-    """The parameters are views of one ``split``: the flat gradient is written once (a ``cat``), equal bit
+def test_unflatten_is_one_split(monkeypatch):
+    """``ParamLayout.unflatten`` gives the parameters as views of one ``split``: the flat gradient is written once (a ``cat``), equal bit
     for bit to slicing tensor by tensor, whose backward made a zero-filled flat gradient per tensor
     (``slice_backward``) and added them up; planted (the per-tensor slicing back), the check sees it."""
     torch.manual_seed(0)
@@ -29,8 +30,8 @@ def test_unflatten_is_one_split():
     fm = functional.FunctionalModel(module, "classification")
     flat = torch.nn.utils.parameters_to_vector(module.parameters()).detach()
     x, y = torch.randn(7, 6), torch.randint(0, 3, (7,))
-    parts = functional.unflatten(fm.layout, flat)
-    assert all(torch.equal(parts[k], v) for k, v in fm.layout.unflatten(flat).items())
+    parts = fm.layout.unflatten(flat)
+    assert all(torch.equal(parts[s.name], flat[s.start:s.stop].view(s.shape)) for s in fm.layout.slices)
 
     def traffic():
         with counting() as c:
@@ -39,22 +40,22 @@ def test_unflatten_is_one_split():
 
     g, c = traffic()
     assert "slice_backward" not in c.kernel_ops and c.kernel_ops["cat"] == 1
-    real = functional.unflatten
-    try:  # planted: the old unflatten
-        functional.unflatten = lambda layout, flat, sizes=None: layout.unflatten(flat)
+    with monkeypatch.context() as m:  # planted: the old unflatten, tensor by tensor
+        m.setattr(ParamLayout, "unflatten", lambda self, flat: {s.name: flat[s.start:s.stop].view(s.shape)
+                                                                for s in self.slices})
         g_old, c_old = traffic()
-    finally:
-        functional.unflatten = real
     assert torch.equal(g, g_old)
     assert c_old.kernel_ops["slice_backward"] == len(fm.layout) and c_old.bytes > c.bytes
 
 
 def test_unflatten_falls_back_when_slices_do_not_tile():
-    from algorithms.core.layout import ParamLayout, ParamSlice
+    from algorithms.core.layout import ParamSlice
 
     gap = ParamLayout((ParamSlice("a", 0, 2, (2,), "other"), ParamSlice("b", 3, 5, (2,), "other")))
-    parts = functional.unflatten(gap, torch.arange(5.0))
+    parts = gap.unflatten(torch.arange(5.0))
     assert parts["a"].tolist() == [0.0, 1.0] and parts["b"].tolist() == [3.0, 4.0]
+    tiled = ParamLayout((ParamSlice("a", 0, 2, (2,), "other"),))
+    assert tiled.unflatten(torch.arange(3.0))["a"].tolist() == [0.0, 1.0]  # a longer vector: its first slice
 
 
 def test_masked_steps():
