@@ -80,18 +80,33 @@ def _stats(v: list[float]) -> dict:
     return {"mean": float(np.mean(v)), "min": float(min(v)), "max": float(max(v)), "seeds": len(v)}
 
 
-def _verdicts(path: Path) -> dict[str, str]:
+def _verdicts(path: Path) -> dict[str, tuple[str, str | None]]:
+    """{key: (verdict, scale)} of a report's claims. A claim run at several scales (a claims report's main claim
+    at two scales) has one row per scale: its first row is keyed by the claim id, so that it meets the other
+    version's row of that claim, and each further row by "id (scale scale)"."""
     if not path.is_file():
         return {}
     data = json.loads(path.read_text())
-    return {c["id"]: c["verdict"] for c in data.get("claims", [])}
+    out, seen = {}, set()
+    for c in data.get("claims", []):
+        key = c["id"] if c["id"] not in seen else f"{c['id']} ({c.get('scale')} scale)"
+        seen.add(c["id"])
+        out[key] = (c["verdict"], c.get("scale"))
+    return out
+
+
+def _shown(v: tuple[str, str | None]) -> str:
+    return v[0] if v[1] is None else f"{v[0]} ({v[1]})"
 
 
 def compare_verdicts(old: Path, new: Path) -> dict:
+    """Verdicts that changed between two reports; a verdict shows its scale where the report gives one (a
+    change of scale is part of what changed)."""
     o, n = _verdicts(old), _verdicts(new)
     return {"old_report": str(old) if old.is_file() else None, "new_report": str(new) if new.is_file() else None,
-            "changed": [{"id": i, "old": o[i], "new": n[i]} for i in sorted(set(o) & set(n)) if o[i] != n[i]],
-            "unchanged": sum(o[i] == n[i] for i in set(o) & set(n)),
+            "changed": [{"id": i, "old": _shown(o[i]), "new": _shown(n[i])} for i in sorted(set(o) & set(n))
+                        if o[i][0] != n[i][0]],
+            "unchanged": sum(o[i][0] == n[i][0] for i in set(o) & set(n)),
             "added": sorted(set(n) - set(o)), "removed": sorted(set(o) - set(n))}
 
 

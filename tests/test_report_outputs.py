@@ -1,6 +1,7 @@
 """Reports that do not surprise: runs.csv says its units and keeps diverged runs out of a plain mean, wall time
 without warm-up; a one-seed leaderboard shows no "± 0.00"; reports cite no file the repository does not ship."""
 import csv
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -115,3 +116,18 @@ def test_compare_states_how_many_cells_move_by_chance(tmp_path):
     text = compare.markdown({"old": "a", "new": "b", "suites": {"s": c},
                              **{k: {"old_report": None, "new_report": None} for k in ("theory", "claims", "claims_full")}})
     assert "A change that only redrew the runs' randomness would move about 1.0 of these cells by chance" in text
+
+
+def test_compare_keeps_a_claim_at_two_scales_apart(tmp_path):
+    """A claims report holds the main claim once per scale: the compare matches the first scale's row with the
+    older version's row and lists the second scale as added, each verdict with its scale (keyed by id alone, the
+    4x row overwrote the first: a CONTRADICTED claim showed as NEGLIGIBLE)."""
+    def write(v, rows):
+        (tmp_path / "claims" / v).mkdir(parents=True)
+        (tmp_path / "claims" / v / "report.json").write_text(json.dumps(
+            {"claims": [{"id": i, "verdict": verdict, "scale": scale} for i, verdict, scale in rows]}))
+    write("1", [("p.a", "INCONCLUSIVE", "cpu"), ("p.b", "SUPPORTED", "cpu")])
+    write("2", [("p.a", "CONTRADICTED", "cpu"), ("p.b", "SUPPORTED", "paper"), ("p.a", "NEGLIGIBLE", "cpu4x")])
+    v = compare.compare(tmp_path, "1", "2")["claims"]
+    assert v["changed"] == [{"id": "p.a", "old": "INCONCLUSIVE (cpu)", "new": "CONTRADICTED (cpu)"}]
+    assert v["unchanged"] == 1 and v["added"] == ["p.a (cpu4x scale)"] and v["removed"] == []
