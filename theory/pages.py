@@ -67,12 +67,13 @@ def short_answer(paper: str, claims_report: dict | None, theory_report: dict | N
            if p.get("paper") == paper for c in p["claims"]]
     theo = [c["verdict"] for c in (theory_report or {}).get("claims", []) if c.get("paper") == paper]
     scales = sorted({s for _, s in emp})
-    return ["**In short.** Empirical claims: " + _counts(v for v, _ in emp)
-            + (f" (scale {', '.join(scales)}; " + ("the paper scale is the paper's setting but for the reductions "
-                                                   "listed below" if "paper" in scales else
-                                                   "none at the paper's full setting") + ")"
-               if scales and "full" not in scales else "") + ". Theory checks: " + _counts(theo) + ". Details, deviations and how to reproduce below.",
-            ""]
+    where = ""
+    if scales and "full" not in scales:
+        how = ("the paper scale is the paper's setting but for the reductions listed below" if "paper" in scales
+               else "none at the paper's full setting")
+        where = f" (scale {', '.join(scales)}; {how})"
+    return ["**In short.** Empirical claims: " + _counts(v for v, _ in emp) + where + ". Theory checks: "
+            + _counts(theo) + ". Details, deviations and how to reproduce below.", ""]
 
 
 def seeds_used(c: dict) -> int:
