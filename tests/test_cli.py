@@ -226,3 +226,29 @@ def test_a_programming_error_keeps_its_traceback(monkeypatch):
     monkeypatch.setattr(listing, "cmd_list", bug)
     with pytest.raises(KeyError):
         main(["list"])
+
+
+def test_a_suite_takes_data_root_and_refuses_flags_that_change_its_cells(tmp_path, monkeypatch, capsys):
+    """`run --suite X --data-root D` finds the data in D for every cell (the flag was once dropped for suites, so
+    a GPU machine with the files in D failed every cell); a flag that changes what a cell computes (--rounds,
+    --lr, --seeds) is refused with the way to do it, instead of being ignored; the cells keep their hashes."""
+    p = tmp_path / "mine.toml"
+    p.write_text('name = "mine"\n[defaults]\ndataset = "digits"\nmodel = "logreg"\nnum_clients = 4\nrounds = 1\n'
+                 '[matrix]\nseed = [0, 1]\n')
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    out = tmp_path / "here"
+    assert main(["run", "--suite", str(p), "--out", str(out), "--data-root", str(data), "--no-progress"]) == 0
+    recs = [json.loads(f.read_text()) for f in out.glob("*.json")]
+    assert len(recs) == 2 and {r["config"]["data_root"] for r in recs} == {str(data)}
+    from benchmark.suite import load_suite
+
+    assert {r["config_hash"] for r in recs} == {c.config_hash for c in load_suite(str(p)).cells}
+    capsys.readouterr()
+    for extra, named in ((["--rounds", "5"], "--rounds"), (["--lr", "0.5", "--seeds", "3"], "--lr, --seeds")):
+        assert main(["run", "--suite", str(p), "--out", str(out), "--no-progress"] + extra) == 2
+        err = capsys.readouterr().err
+        assert f"{named} cannot be combined with --suite" in err and "--only" in err
+    assert main(["run", "--suite", str(p), "--out", str(out), "--dry-run", "--data-root", str(data)]) == 0
+    assert "2 cells, 2 finished, 0 to run" in capsys.readouterr().out

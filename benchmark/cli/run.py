@@ -1,6 +1,7 @@
 """``fedrepro run``: single runs from the flags, a suite (``--suite``), or the offline default (the smoke suite)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -161,9 +162,35 @@ def suite_folder(a, suite_name: str):
     return Path(a.out)
 
 
+#: experiment flags that say how a suite's cells run, not what they compute (left out of the cells' hashes)
+SUITE_HOW_FLAGS = ("data_root", "download")  # applied to every cell here; --device, --executor: by the planner
+
+
+def selected_suite(a) -> suite.Suite:
+    """The suite of ``--suite``, restricted by ``--only``, with ``--data-root``/``--download`` applied to every
+    cell. A flag that would change what a cell computes (``--rounds``, ``--lr``, ``--seed``...) is refused: a
+    suite's cells are its file's, and such a flag was once ignored without a word."""
+    from ..experiment import Experiment
+
+    what = [f for f in (x.name for x in dataclasses.fields(Experiment))
+            if getattr(a, f, None) is not None and f not in SUITE_HOW_FLAGS + ("device", "executor")]
+    what += ["seeds"] if getattr(a, "seeds", None) is not None else []
+    if what:
+        flags = ", ".join("--" + f.replace("_", "-") for f in sorted(what))
+        raise suite.SuiteError(f"{flags} cannot be combined with --suite: a suite's cells are fixed by its file. "
+                               "Select cells with --only KEY=VALUE (e.g. --only seed=0), or copy the suite file "
+                               "and change it (format: benchmark/suites/FORMAT.md)")
+    s = suite.select_cells(suite.load_suite(a.suite), getattr(a, "only", None))
+    how = {f: getattr(a, f) for f in SUITE_HOW_FLAGS if getattr(a, f, None) is not None}
+    if not how:
+        return s
+    cells = [dataclasses.replace(c, experiment=dataclasses.replace(c.experiment, **how)) for c in s.cells]
+    return dataclasses.replace(s, cells=cells)
+
+
 def main_run_suite(a) -> int:
     """``fedrepro run --suite NAME``."""
-    s = suite.select_cells(suite.load_suite(a.suite), getattr(a, "only", None))
+    s = selected_suite(a)
     out_dir = suite_folder(a, s.name)
     print(f"suite {s.name}: {len(s.cells)} cells -> {out_dir}", file=sys.stderr)
     warn_if_loaded()
@@ -181,7 +208,7 @@ def main_dry_run(a) -> int:
     """``fedrepro run --suite NAME --dry-run``: what would run, batched how, and how long."""
     from tabulate import tabulate
 
-    s = suite.select_cells(suite.load_suite(a.suite), getattr(a, "only", None))
+    s = selected_suite(a)
     p = runner.plan_suite(s, device=a.device, executor=a.executor, group_runs=cli_group_runs(a), backend=a.backend,
                           out_dir=suite_folder(a, s.name))
     rows = [[alg, ds, model, r["cells"], r["groups"], ", ".join(sorted(r["executor"])),
