@@ -14,10 +14,13 @@ plugin ``benchmark.pytest_plugin`` runs them on a plugin's algorithms: ``pytest 
 * ``record_round_trip``: the run record survives JSON, its checksum and config hash recompute, every round
   sends bits up and down, and a plugin's record carries the plugin's sha256;
 * ``batches``: two runs differing in seed, partition, lr and a batchable hyperparameter run as one batched job
-  with the records of the runs alone (``benchmark.batched``).
+  with the records of the runs alone (``benchmark.batched``);
+* ``resumes``: a run stopped after round 2 and resumed from its checkpoint (``benchmark.checkpoint``) equals
+  the run never stopped, bit for bit: everything carried between rounds lives in the server and client states.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import torch
@@ -61,16 +64,21 @@ def tiny_model(input_shape, num_classes):
     return torch.nn.Sequential(torch.nn.Linear(d, 8), torch.nn.Tanh(), torch.nn.Linear(8, num_classes))
 
 
-def run_tiny(algorithm: str = "fedavg", executor: str = "sequential", rounds: int = 3, seed: int = 0,
-             model=tiny_model, data: FederatedDataset | None = None, **kw):
-    """Run ``algorithm`` on the tiny problem; keyword arguments go to ``Experiment``."""
+def tiny_experiment(algorithm: str = "fedavg", executor: str = "sequential", rounds: int = 3, seed: int = 0,
+                    model=tiny_model, data: FederatedDataset | None = None, **kw) -> Experiment:
+    """``algorithm`` on the tiny problem; keyword arguments go to ``Experiment``."""
     kw.setdefault("batch_size", 8)
     kw.setdefault("lr", 0.05)
     kw.setdefault("clients_per_round", 3)
     kw.setdefault("eval_every", 1)
-    exp = Experiment(algorithm=algorithm, dataset=data or tiny_dataset(), num_clients=None, model=model,
-                     rounds=rounds, executor=executor, seed=seed, **kw)
-    return run(exp)
+    return Experiment(algorithm=algorithm, dataset=data or tiny_dataset(), num_clients=None, model=model,
+                      rounds=rounds, executor=executor, seed=seed, **kw)
+
+
+def run_tiny(algorithm: str = "fedavg", executor: str = "sequential", rounds: int = 3, seed: int = 0,
+             model=tiny_model, data: FederatedDataset | None = None, **kw):
+    """Run ``algorithm`` on the tiny problem (:func:`tiny_experiment`)."""
+    return run(tiny_experiment(algorithm, executor, rounds, seed, model, data, **kw))
 
 
 def assert_same_history(a, b, rtol: float = 1e-4, atol: float = 1e-5, keys=("test_loss", "train_loss")):
@@ -199,5 +207,48 @@ def batches(name: str) -> None:
     check_group(exps)
 
 
+class _Stop(Exception):
+    """Stops a run from an observer, as Ctrl-C or the end of a machine's time would."""
+
+
+class _StopAfter:
+    def __init__(self, rounds: int):
+        self.rounds = rounds
+
+    def on_round_end(self, run, event):
+        if event.round + 1 == self.rounds:
+            raise _Stop
+
+
+def resumes(name: str, rounds: int = 4, stop_after: int = 2) -> None:
+    """A run stopped after ``stop_after`` rounds and resumed from its checkpoint (``benchmark.checkpoint``) has
+    the history and model of the same run never stopped, bit for bit: the algorithm keeps everything it carries
+    between rounds in its server and client states."""
+    import tempfile
+
+    from . import checkpoint
+
+    exp = tiny_experiment(name, rounds=rounds)
+    whole = run(exp)
+    assert whole.status == "ok", whole.message
+    with tempfile.TemporaryDirectory() as folder:
+        job = dataclasses.replace(plan.plan_one(exp), checkpoints=folder, checkpoint_every_s=0.0)
+        try:
+            list(plan.execute(job, observers=[[_StopAfter(stop_after + 1)]]))
+        except _Stop:
+            pass
+        else:
+            raise AssertionError(f"{name}: the run was not stopped")
+        saved = torch.load(checkpoint.path(folder, exp.config_hash()), weights_only=False)
+        assert saved["round"] == stop_after, saved["round"]
+        [(_, again)] = list(plan.execute(job))
+    assert again.execution.get("resumed_from_round") == stop_after, again.execution
+    strip = lambda h: [{k: v for k, v in e.items() if k != "wall_time"} for e in h]  # noqa: E731
+    for a, b in zip(strip(whole.history), strip(again.history)):
+        assert a == b, f"{name}: resumed at round {stop_after}, round {a['round']} differs: {b} vs {a}"
+    assert len(whole.history) == len(again.history)
+    assert torch.equal(_params(whole), _params(again)), f"{name}: resumed at round {stop_after}, another model"
+
+
 CHECKS = {"hyperparameters": hyperparameters, "executors_agree": executors_agree, "deterministic": deterministic,
-          "record_round_trip": record_round_trip, "batches": batches}
+          "record_round_trip": record_round_trip, "batches": batches, "resumes": resumes}

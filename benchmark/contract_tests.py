@@ -32,3 +32,7 @@ def test_record_round_trip(fedrepro_algorithm):
 
 def test_batches(fedrepro_algorithm):
     _check("batches", fedrepro_algorithm)
+
+
+def test_resumes(fedrepro_algorithm):
+    _check("resumes", fedrepro_algorithm)

@@ -416,10 +416,13 @@ def running(run: RunState) -> bool:
 
 
 def run_rounds(runs: Sequence[RunState], executor: str, hypers: Sequence[dict] | None = None,
-               observers: Sequence[Sequence] | None = None):
+               observers: Sequence[Sequence] | None = None,
+               after_round: Callable[[list[RunState]], None] | None = None):
     """THE round loop (module docstring): ``runs`` in lockstep, one ``executor`` call per round for all of
     them. ``hypers[i]``: run i's differing numeric hyperparameters (none for a run alone); ``observers[i]``:
-    run i's observers. Yields ``(i, LoopResult)`` as soon as run i finishes (all rounds, or diverged)."""
+    run i's observers; ``after_round(runs)``: called with the runs that trained, once their round has ended
+    (``benchmark.checkpoint.Saver``; it changes no number). Yields ``(i, LoopResult)`` as soon as run i
+    finishes (all rounds, or diverged)."""
     hypers = list(hypers) if hypers is not None else [{}] * len(runs)
     observers = list(observers) if observers is not None else [()] * len(runs)
     runner = ex.get(executor, compile=runs[0].cfg.compile)
@@ -441,6 +444,8 @@ def run_rounds(runs: Sequence[RunState], executor: str, hypers: Sequence[dict] |
                               [observers[i] for i in active])
         for i, plan, out in zip(active, plans, outs):
             end_round(runs[i], plan, out, observers[i])
+        if after_round is not None:
+            after_round([runs[i] for i in active])
 
 
 def finish(run: RunState, executor: str, compile_seconds: float = 0.0) -> LoopResult:

@@ -22,6 +22,7 @@ experiment planned and executed, :func:`run_group` a batched group.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -32,9 +33,9 @@ import torch
 
 import algorithms
 
-from . import batched, cost, engine, numerics
+from . import batched, checkpoint, cost, engine, numerics
 from . import executors as ex
-from .experiment import Experiment, RunResult, load_dataset, make_result, prepare
+from .experiment import Experiment, RunResult, load_dataset, make_result, prepare, run_code_version
 from .federated_dataset import FederatedDataset
 
 AUTO = "auto"
@@ -187,6 +188,8 @@ class Job:
     choice: dict = field(default_factory=dict)  # a run alone: the executor rule's record (FLOPs per step)
     batched: tuple = ()  # a batched group: the hyperparameters that differ across its runs
     compile: bool = False  # the vectorized local update through torch.compile (benchmark.cost.choose_compile)
+    checkpoints: str | None = None  # a folder: save the runs every checkpoint_every_s, resume them from it
+    checkpoint_every_s: float = checkpoint.EVERY_SECONDS  # (benchmark.checkpoint; set by benchmark.runner)
 
     def __len__(self) -> int:
         return len(self.experiments)
@@ -357,7 +360,8 @@ def group_job(exps: Sequence[Experiment], threads: Threads | int | str | None = 
 
 def split(job: Job) -> list[Job]:
     """The runs of ``job`` as jobs of one (a batched job that failed as a whole runs them one by one)."""
-    return [dataclasses.replace(plan_one(e, job.threads), indices=(i,)) for i, e in zip(job.indices, job.experiments)]
+    return [dataclasses.replace(plan_one(e, job.threads), indices=(i,), checkpoints=job.checkpoints,
+                                checkpoint_every_s=job.checkpoint_every_s) for i, e in zip(job.indices, job.experiments)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -377,9 +381,19 @@ def execute(job: Job, *, observers: Sequence[Sequence] | None = None, init: torc
     t0, c0 = time.perf_counter(), time.process_time()
     with numerics.applied():  # the process's numerics policy (TF32, determinism), recorded in each record
         preps, runs, hypers = start(job, init, lr_schedule, optimizer)
-        for i, out in engine.run_rounds(runs, job.executor, hypers, observers):
-            yield i, make_result(job.experiments[i], preps[i], out, time.perf_counter() - t0, job.execution(i),
-                                 init, rule, cpu=time.process_time() - c0)
+        resumed, saver = [0] * len(runs), None
+        if job.checkpoints is not None and init is None and lr_schedule is None and optimizer is None:
+            hashes = [e.config_hash() for e in job.experiments]
+            codes = functools.cache(lambda: [run_code_version(e.algorithm) for e in job.experiments])
+            resumed = checkpoint.resume(runs, hashes, codes, job.checkpoints)
+            before = [r.history[-1]["wall_time"] if k else 0.0 for r, k in zip(runs, resumed)]
+            saver = checkpoint.Saver(job.checkpoints, runs, hashes, codes, job.checkpoint_every_s)
+        for i, out in engine.run_rounds(runs, job.executor, hypers, observers, after_round=saver):
+            wall, how = time.perf_counter() - t0, job.execution(i)
+            if resumed[i]:
+                wall, how = wall + before[i], {**how, "resumed_from_round": resumed[i]}
+            yield i, make_result(job.experiments[i], preps[i], out, wall, how, init, rule,
+                                 cpu=time.process_time() - c0)
 
 
 def start(job: Job, init: torch.Tensor | None = None, lr_schedule: Callable[[int], float] | None = None,

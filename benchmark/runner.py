@@ -13,13 +13,14 @@ aside and its cell runs again (``store``); torch threads fit the free cores (``c
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 from collections import Counter
 from pathlib import Path
 
-from . import backends, cell_claims, cost, oom, plan, store
+from . import backends, cell_claims, checkpoint, cost, oom, plan, store
 from .backends import compute_cell, failed_record  # noqa: F401 - where the runner's callers find them
 from .experiment import Experiment, code_version
 from .plan import BACKENDS, Job, Threads, choose_threads, usable_cpus
@@ -159,7 +160,7 @@ def run_suite(suite: Suite, backend: str = "local", jobs: int | str | None = Non
 def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend: str = "local",
                     jobs: int | str | None = None, address: str | None = None, progress: bool = True,
                     desc: str = "cells", group_runs: int | None = None, device: str | None = None,
-                    executor: str | None = None) -> dict:
+                    executor: str | None = None, checkpoint_every_s: float | None = None) -> dict:
     """Run every experiment in ``exps`` that has no finished record in ``out_dir`` (resumable); return counts
     by status ("skipped" = already finished; "duplicate" = computed here, but another runner's record was
     written first). Suites, ``fedrepro tune`` and the empirical claims all run their cells through here, as
@@ -169,7 +170,9 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
     moved aside (their cells run again). Runners sharing ``out_dir`` divide its cells (``benchmark.cell_claims``):
     a job runs once this runner claims its cells; one claimed by a live runner is waited for, taken over if
     that runner dies. Batched jobs run in this process, the cells alone go to ``backend``. A full disk stops
-    the suite (:class:`DiskFull`) once the record is rescued, or when a cell cannot even be claimed."""
+    the suite (:class:`DiskFull`) once the record is rescued, or when a cell cannot even be claimed. Runs save
+    checkpoints in ``out_dir/.checkpoints`` (``benchmark.checkpoint``, at most every ``checkpoint_every_s``,
+    default a minute): a stopped suite resumes each unfinished run at the round it had reached."""
     if backend not in BACKENDS:
         raise SuiteError(f"unknown backend {backend!r}; choose local, process or ray")
     check_jobs(jobs)
@@ -183,6 +186,7 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
                             workers=workers)
     except ValueError as e:
         raise SuiteError(str(e)) from None
+    planned = with_checkpoints(planned, out_dir, checkpoint_every_s)
     for note in grouping_notes(exps) if any(len(j) > 1 for j in planned) else []:
         print(f"fedrepro: {note}", file=sys.stderr)
     counts = {"skipped": skipped, "ok": 0, "diverged": 0, "failed": 0, "duplicate": 0}
@@ -202,9 +206,6 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
         if bar is not None:
             bar.update(1)
 
-    def save(folder, rec):
-        return save_cell(folder, rec, keep_finished=True)
-
     def log(msg):
         print(f"fedrepro: {msg}", file=sys.stderr)
 
@@ -213,7 +214,7 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
             queue = cell_claims.JobQueue(planned, claims, _settled(out_dir, exps), cell_claims.part_of)
             if backend == "local":
                 while (job := queue.take()) is not None:
-                    for summary in run_job(job, str(out_dir), save):
+                    for summary in run_job(job, str(out_dir), save_and_forget):
                         done(summary)
                     queue.release(job)
             else:
@@ -221,9 +222,9 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
                     n, _, note = process_plan(jobs, len(exps))
                     if note:
                         log(note)
-                    backends.run_process(queue, str(out_dir), n, done, save, run_job)
+                    backends.run_process(queue, str(out_dir), n, done, save_and_forget, run_job)
                 else:
-                    backends.run_ray(queue, str(out_dir), address, done, save, run_job)
+                    backends.run_ray(queue, str(out_dir), address, done, save_and_forget, run_job)
     except OSError as e:
         if isinstance(e, DiskFull) or not store.is_disk_full(e):
             raise
@@ -234,6 +235,21 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
             bar.close()
     return counts
 
+
+
+def with_checkpoints(jobs: list[Job], out_dir: Path, every_s: float | None = None) -> list[Job]:
+    """The jobs saving checkpoints in ``out_dir/.checkpoints`` (an absolute path: workers may start elsewhere)."""
+    every = {} if every_s is None else {"checkpoint_every_s": float(every_s)}
+    return [dataclasses.replace(j, checkpoints=str((out_dir / checkpoint.FOLDER).resolve()), **every) for j in jobs]
+
+
+def save_and_forget(folder: str | os.PathLike, rec: dict) -> dict:
+    """``save_cell`` keeping another runner's finished record; then the run's checkpoint goes (a failed cell
+    keeps it: it runs again from there)."""
+    summary = save_cell(folder, rec, keep_finished=True)
+    if rec["status"] != "failed":
+        checkpoint.remove(Path(folder) / checkpoint.FOLDER, rec["config_hash"])
+    return summary
 
 def _settled(out_dir: Path, exps: list[Experiment]):
     """``settled(config_hash)``: a record of that cell appeared (or changed) since now, so it needs no more work

@@ -4,8 +4,9 @@ For each ``<results root>/<suite>/<version>/`` folder: the cells done (ok / dive
 a live runner, ``benchmark.cell_claims``: which runner, where, since when), stalled (claimed by a runner
 that is gone: the next runner takes them over), failed (with the last error of each), pending (the suite's
 cells with no record and no claim, known where the suite file is: a shipped suite by its folder's name, or
-the one given), and the time left, estimated by the cost model (``benchmark.cost``, fitted to
-``fedrepro bench`` results) for the pending cells and what is left of the running ones.
+the one given), the unfinished runs that saved a checkpoint (``benchmark.checkpoint``: the round each
+reached), and the time left, estimated by the cost model (``benchmark.cost``, fitted to ``fedrepro bench``
+results) for the pending cells (less the rounds a checkpoint holds) and what is left of the running ones.
 Reads only: it writes, moves and claims nothing.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import cell_claims, cost, plan, store
+from . import cell_claims, checkpoint, cost, plan, store
 from .experiment import code_version
 
 
@@ -72,13 +73,15 @@ def folder_status(folder: Path, suite=None, model: cost.CostModel | None = None,
            "unreadable": [f"{u.path.name}: {u.reason}" for u in unreadable], "pending": None, "seconds_left": None, "pace": None,
            "runners": sorted({c["runner"] for c in running})}
     out["done"] = out["ok"] + out["diverged"]
+    out["checkpointed"] = _checkpointed(folder, status, cells, now)
     if cells is not None:
         todo = [h for h in cells if status.get(h) not in store.FINISHED and h not in claimed]
         out["pending"] = len([h for h in todo if status.get(h) != "failed"])
+        reached = {c["cell"]: c["round"] / c["rounds"] for c in out["checkpointed"] if c["rounds"]}
         out["seconds_left"] = _seconds_left([cells[h] for h in todo], [cells[c["cell"]] for c in running + stalled
                                                                       if c["cell"] in cells],
                                             [c["since_s"] for c in running + stalled if c["cell"] in cells],
-                                            model, device)
+                                            model, device, [reached.get(h, 0.0) for h in todo])
         out["pace"] = _pace([r for r in by_hash.values() if r["status"] in store.FINISHED], cells, model, device)
     return out
 
@@ -96,11 +99,37 @@ def _pace(done: list[dict], cells: dict, model, device) -> float | None:
     return wall / est if est and wall else None
 
 
-def _seconds_left(todo: list, running: list, elapsed: list, model, device) -> float | None:
-    """Seconds of work left by the cost model: the cells to run, and what is left of those running."""
+def _checkpointed(folder: Path, status: dict, cells: dict | None, now: float) -> list[dict]:
+    """The unfinished runs with a checkpoint: the round each reached (of the cell's rounds, where the suite is
+    known) and how long ago it was saved."""
+    out = []
+    for f in sorted((folder / checkpoint.FOLDER).glob("*.pt")):
+        if status.get(f.stem) in store.FINISHED:
+            continue  # its record is written; the checkpoint goes with the next save
+        try:
+            st = checkpoint.peek(f)
+        except Exception:  # noqa: BLE001 - being written, or damaged: the run says so when it resumes
+            continue
+        rounds = cells[f.stem].rounds if cells is not None and f.stem in cells else None
+        out.append({"cell": f.stem, "round": st["round"], "rounds": rounds, "saved_s": now - f.stat().st_mtime})
+    return out
+
+
+def _seconds_left(todo: list, running: list, elapsed: list, model, device,
+                  reached: list | None = None) -> float | None:
+    """Seconds of work left by the cost model: the cells to run (less the fraction of its rounds ``reached[i]``
+    that a cell's checkpoint holds), and what is left of those running."""
     if model is None:
         return None
-    total = plan.estimate_cells(todo, device, model)["seconds"] if todo else 0.0
+    reached = reached or [0.0] * len(todo)
+    fresh = [e for e, r in zip(todo, reached) if not r]
+    total = plan.estimate_cells(fresh, device, model)["seconds"] if fresh else 0.0
+    for exp, r in zip(todo, reached):
+        if r:
+            est = plan.estimate_cells([exp], device, model)["seconds"]
+            total = None if est is None or total is None else total + est * (1.0 - r)
+    if total is None:
+        return None
     for exp, spent in zip(running, elapsed):
         est = plan.estimate_cells([exp], device, model)["seconds"]
         if est is None:
@@ -162,6 +191,12 @@ def _render_folder(f: dict, st: dict) -> str:
         lines.append(f"  stalled: cell {c['cell']}: {c['why']}; the next runner takes it over")
     for c in f["failed_cells"]:
         lines.append(f"  failed: {c['cell']} {c['config']}: {c['message']}")
+    if f.get("checkpointed"):
+        cs = f["checkpointed"]
+        shown = ", ".join(f"{c['cell']} at round {c['round']}" + (f"/{c['rounds']}" if c["rounds"] else "")
+                          + f" (saved {cost.human_seconds(c['saved_s'])} ago)" for c in cs[:5])
+        lines.append(f"  resumable: {len(cs)} unfinished run(s) with a checkpoint: {shown}"
+                     + (f", and {len(cs) - 5} more" if len(cs) > 5 else "") + "; the next run continues them")
     if f["unreadable"]:
         lines.append(f"  unreadable records: {len(f['unreadable'])} ({'; '.join(f['unreadable'][:3])})")
     if f["suite_known"]:

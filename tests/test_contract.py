@@ -8,7 +8,7 @@ from benchmark import contract
 
 
 @pytest.mark.parametrize("name", algorithms.names())
-@pytest.mark.parametrize("check", ["deterministic", "record_round_trip"])
+@pytest.mark.parametrize("check", ["deterministic", "record_round_trip", "resumes"])
 def test_every_builtin_algorithm_passes(check, name):
     try:
         contract.CHECKS[check](name)

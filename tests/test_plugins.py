@@ -213,10 +213,11 @@ def test_contract_tests_pass_the_example_and_fail_a_planted_broken_plugin(tmp_pa
             outcome[(check, alg)] = word
     assert outcome, out
     assert all(outcome[(c, "fedavg_clip")] == "PASSED" for c in
-               ("hyperparameters", "executors_agree", "deterministic", "record_round_trip", "batches")), out
+               ("hyperparameters", "executors_agree", "deterministic", "record_round_trip", "batches", "resumes")), out
     planted = {("hyperparameters", "broken_no_constraint"), ("executors_agree", "broken_global_rng"),
                ("executors_agree", "broken_reads_values"), ("batches", "broken_reads_values"),
-               ("deterministic", "broken_leaks_state"), ("record_round_trip", "broken_sends_nothing")}
+               ("deterministic", "broken_leaks_state"), ("record_round_trip", "broken_sends_nothing"),
+               ("resumes", "broken_hides_state")}
     for key in planted:
         assert outcome.get(key) == "FAILED", (key, out[-3000:])
 

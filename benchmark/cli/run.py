@@ -194,7 +194,8 @@ def main_run_suite(a) -> int:
     out_dir = suite_folder(a, s.name)
     print(f"suite {s.name}: {len(s.cells)} cells -> {out_dir}", file=sys.stderr)
     warn_if_loaded()
-    resume_hint(a, f"finished cells are kept in {out_dir}; run the same command again to resume")
+    resume_hint(a, f"finished cells are kept in {out_dir}, and unfinished runs continue from their last "
+                   "checkpoint (saved at most a minute before); run the same command again to resume")
     counts = runner.run_suite(s, a.backend, a.jobs, progress=not a.no_progress, device=a.device, address=a.address,
                               executor=a.executor, group_runs=cli_group_runs(a), out_dir=out_dir)
     print(f"suite {s.name}: " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=sys.stderr)

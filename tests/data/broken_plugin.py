@@ -86,3 +86,19 @@ class SendsNothing(_Base):
 
     def aggregate(self, server_state, uplinks, weights, info):
         return server_state
+
+
+@register
+class HidesState(_Base):
+    """Defect: state carried from round to round in the instance, not in the server state (a run resumed from
+    its checkpoint starts the count again)."""
+
+    name = "broken_hides_state"
+
+    def __init__(self, hp, layout, num_clients):
+        super().__init__(hp, layout, num_clients)
+        self.rounds_seen = 0
+
+    def aggregate(self, server_state, uplinks, weights, info):
+        self.rounds_seen += 1
+        return self.server_step(server_state, self.weighted_mean(uplinks["d"], weights) * (1.0 + 0.1 * self.rounds_seen))

@@ -1,0 +1,145 @@
+"""Checkpoints inside a run (``benchmark.checkpoint``): a stopped run resumes at the round it had reached, with
+the history and model of a run that never stopped; the runner resumes suites so and cleans up; checkpoints of
+other code, or that do not line up in a batched job, are ignored with a message; a failed write does not stop
+the run. Every registered algorithm passes ``contract.resumes`` (tests/test_contract.py)."""
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from benchmark import checkpoint, contract, engine, plan, runner
+from benchmark.contract import tiny_experiment
+
+
+def _strip(history):
+    return [{k: v for k, v in e.items() if k != "wall_time"} for e in history]
+
+
+def _params(res):
+    return torch.nn.utils.parameters_to_vector(res.model.parameters()).detach()
+
+
+def test_a_planted_defect_that_forgets_the_sampling_state_fails_the_check(monkeypatch):
+    """The check can fail: restoring everything but the client-sampling generator changes which clients a
+    resumed run samples (4 clients, 3 a round), and ``contract.resumes`` says so."""
+    contract.resumes("fedavg")  # the real restore passes
+    real = checkpoint.restore
+
+    def forgets(run, st):
+        real(run, {**st, "sample_rng": None})
+
+    monkeypatch.setattr(checkpoint, "restore", forgets)
+    with pytest.raises(AssertionError, match="resumed at round 2"):
+        contract.resumes("fedavg")
+
+
+def _stop_at(monkeypatch, rounds: int):
+    """Ctrl-C in the middle of the run's round ``rounds`` + 1 (after ``rounds`` rounds were saved)."""
+    real = engine.end_round
+
+    def end_round(run, p, out, observers=()):
+        if p.round == rounds:
+            raise KeyboardInterrupt
+        return real(run, p, out, observers)
+
+    monkeypatch.setattr(engine, "end_round", end_round)
+    return lambda: monkeypatch.setattr(engine, "end_round", real)
+
+
+@pytest.mark.parametrize("group", [1, 3])
+def test_the_runner_resumes_a_stopped_suite_where_it_was(tmp_path, monkeypatch, group):
+    """A suite stopped by Ctrl-C in round 4 of 5 (alone, or as a batched job of 3 seeds) resumes at round 3 on the
+    next call: the records equal those of runs never stopped (bit for bit), say where they resumed, and no
+    checkpoint is left once the records are written."""
+    exps = [contract._digits(algorithm="scaffold", rounds=5, seed=s) for s in (0, 1, 2)]
+    whole = [plan.run(e) for e in exps]
+    undo = _stop_at(monkeypatch, 3)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_experiments(exps, tmp_path, progress=False, group_runs=group, checkpoint_every_s=0.0)
+    undo()
+    saved = list((tmp_path / checkpoint.FOLDER).glob("*.pt"))
+    assert len(saved) == (3 if group == 3 else 1)
+    counts = runner.run_experiments(exps, tmp_path, progress=False, group_runs=group, checkpoint_every_s=0.0)
+    assert counts["ok"] == 3
+    recs = {r["config_hash"]: r for r in (json.loads(p.read_text()) for p in tmp_path.glob("*.json"))}
+    for e, w in zip(exps, whole):
+        rec = recs[e.config_hash()]
+        assert _strip(rec["history"]) == _strip(w.history)
+        assert rec["final"]["test_loss"] == w.final["test_loss"]
+    resumed = [recs[e.config_hash()]["execution"].get("resumed_from_round") for e in exps]
+    assert resumed == ([3, 3, 3] if group == 3 else [3, None, None])
+    assert not list((tmp_path / checkpoint.FOLDER).glob("*"))
+
+
+def _stopped_job(folder, exps, rounds: int):
+    job = dataclasses.replace(plan.group_job(exps) if len(exps) > 1 else plan.plan_one(exps[0]),
+                              checkpoints=str(folder), checkpoint_every_s=0.0)
+    with pytest.raises(contract._Stop):
+        list(plan.execute(job, observers=[[contract._StopAfter(rounds + 1)]] * len(exps)))
+    return job
+
+
+def test_a_batched_job_resumes_only_as_a_whole(tmp_path, capsys):
+    exps = [contract._digits(algorithm="fedavg", rounds=4, seed=s) for s in (0, 1)]
+    job = _stopped_job(tmp_path, exps, 2)
+    checkpoint.path(tmp_path, exps[1].config_hash()).unlink()
+    results = dict(plan.execute(job))
+    assert "not one round" in capsys.readouterr().err
+    assert all("resumed_from_round" not in r.execution for r in results.values())
+    for i, e in enumerate(exps):
+        assert _strip(results[i].history) == _strip(plan.run(e).history)
+
+
+def test_a_checkpoint_of_other_code_is_ignored(tmp_path, capsys):
+    exp = tiny_experiment("fedavg", rounds=4)
+    job = _stopped_job(tmp_path, [exp], 2)
+    f = checkpoint.path(tmp_path, exp.config_hash())
+    st = torch.load(f, weights_only=False)
+    checkpoint.write(f, {**st, "code_version": {**st["code_version"], "git_commit": "0" * 40}})
+    [(_, res)] = list(plan.execute(job))
+    assert "written by other code" in capsys.readouterr().err
+    assert "resumed_from_round" not in res.execution and len(res.history) == 4
+
+
+def test_an_unwritable_checkpoint_folder_does_not_stop_the_run(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    exp = tiny_experiment("fedavg", rounds=3)
+    job = dataclasses.replace(plan.plan_one(exp), checkpoints=str(blocker / "ckpt"), checkpoint_every_s=0.0)
+    [(_, res)] = list(plan.execute(job))
+    assert res.status == "ok" and len(res.history) == 3
+    err = capsys.readouterr().err
+    assert err.count("could not write a checkpoint") == 1
+
+
+def test_saves_are_spaced_by_the_interval(tmp_path, monkeypatch):
+    """With the default interval no round of a short run is saved (a save costs a write of every state)."""
+    writes = []
+    monkeypatch.setattr(checkpoint, "write", lambda f, st: writes.append(st["round"]))
+    exp = tiny_experiment("fedavg", rounds=4)
+    list(plan.execute(dataclasses.replace(plan.plan_one(exp), checkpoints=str(tmp_path))))
+    assert writes == []
+    list(plan.execute(dataclasses.replace(plan.plan_one(exp), checkpoints=str(tmp_path), checkpoint_every_s=0.0)))
+    assert writes == [1, 2, 3]  # never after the last round: the record follows at once
+
+
+def test_status_lists_the_resumable_runs_and_counts_only_their_rounds_left(tmp_path, monkeypatch):
+    """`fedrepro status` names each unfinished run with a checkpoint and its round, and the time left counts only
+    the rounds a checkpoint does not hold."""
+    from benchmark import cost, status
+
+    exps = [contract._digits(algorithm="fedavg", rounds=5, seed=s) for s in (0, 1)]
+    undo = _stop_at(monkeypatch, 3)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_experiments(exps, tmp_path, progress=False, group_runs=1, checkpoint_every_s=0.0)
+    undo()
+    st = status.folder_status(tmp_path)
+    assert [(c["cell"], c["round"]) for c in st["checkpointed"]] == [(exps[0].config_hash(), 3)]
+    text = status._render_folder(st, {"device": "cpu", "cost_model": None})
+    assert f"resumable: 1 unfinished run(s) with a checkpoint: {exps[0].config_hash()} at round 3" in text
+    model = cost.CostModel({"sequential": 1e-3, "vectorized": 1e-3}, {"sequential": 1e-12, "vectorized": 1e-12},
+                           0.0, "test")
+    full = status._seconds_left(exps, [], [], model, "cpu")
+    one = status._seconds_left(exps[:1], [], [], model, "cpu")
+    assert status._seconds_left(exps, [], [], model, "cpu", [0.6, 0.0]) == pytest.approx(full - 0.6 * one)
