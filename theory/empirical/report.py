@@ -273,7 +273,7 @@ def plot(c: dict, path: Path) -> None:
     k, unit = _unit(c["metric"])
     comps = c["comparisons"]
     many = len({y["setting"] for y in comps}) > 1
-    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.55 * len(comps)))
+    fig, ax = plt.subplots(figsize=(6.4, 1.3 + 0.55 * len(comps)))  # 0.3 in of it: the legend
     for i, x in enumerate(comps):
         y = len(comps) - 1 - i
         if x["values"]:
@@ -296,8 +296,10 @@ def plot(c: dict, path: Path) -> None:
     ax.set_xlabel(f"{what}; dashed: the claim's boundary", fontsize=8)
     ax.set_title(f"{c['id']}: {c['verdict']} ({c['scale']} scale, {c['seeds']} seeds)", fontsize=9)
     ax.grid(alpha=0.3, axis="x")
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    # one row below the axes, in a strip of its own: inside them it covered the lowest comparison's interval
+    strip = 0.3 / fig.get_figheight()
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="lower center", ncol=4, frameon=False)
+    fig.tight_layout(rect=(0, strip, 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
