@@ -244,10 +244,12 @@ def resumes(name: str, rounds: int = 4, stop_after: int = 2) -> None:
         [(_, again)] = list(plan.execute(job))
     assert again.execution.get("resumed_from_round") == stop_after, again.execution
     strip = lambda h: [{k: v for k, v in e.items() if k != "wall_time"} for e in h]  # noqa: E731
+    hint = ("; keep everything a run carries from round to round in the server state (init/aggregate) or the "
+            "client states (client_init/local_update), never on the algorithm object")
     for a, b in zip(strip(whole.history), strip(again.history)):
-        assert a == b, f"{name}: resumed at round {stop_after}, round {a['round']} differs: {b} vs {a}"
+        assert a == b, f"{name}: resumed at round {stop_after}, round {a['round']} differs: {b} vs {a}{hint}"
     assert len(whole.history) == len(again.history)
-    assert torch.equal(_params(whole), _params(again)), f"{name}: resumed at round {stop_after}, another model"
+    assert torch.equal(_params(whole), _params(again)), f"{name}: resumed at round {stop_after}, another model{hint}"
 
 
 CHECKS = {"hyperparameters": hyperparameters, "executors_agree": executors_agree, "deterministic": deterministic,

@@ -190,6 +190,8 @@ class Job:
     compile: bool = False  # the vectorized local update through torch.compile (benchmark.cost.choose_compile)
     checkpoints: str | None = None  # a folder: save the runs every checkpoint_every_s, resume them from it
     checkpoint_every_s: float = checkpoint.EVERY_SECONDS  # (benchmark.checkpoint; set by benchmark.runner)
+    numerics: numerics.Numerics | None = None  # the numerics policy the runs use (None: the process's); travels
+    # with the job to worker processes and Ray tasks (`fedrepro run --deterministic`)
 
     def __len__(self) -> int:
         return len(self.experiments)
@@ -361,7 +363,8 @@ def group_job(exps: Sequence[Experiment], threads: Threads | int | str | None = 
 def split(job: Job) -> list[Job]:
     """The runs of ``job`` as jobs of one (a batched job that failed as a whole runs them one by one)."""
     return [dataclasses.replace(plan_one(e, job.threads), indices=(i,), checkpoints=job.checkpoints,
-                                checkpoint_every_s=job.checkpoint_every_s) for i, e in zip(job.indices, job.experiments)]
+                                checkpoint_every_s=job.checkpoint_every_s, numerics=job.numerics)
+            for i, e in zip(job.indices, job.experiments)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -376,10 +379,13 @@ def execute(job: Job, *, observers: Sequence[Sequence] | None = None, init: torc
     ``observers[i]``: run i's observers; ``init``: a flat initial parameter vector replacing the seeded one
     (its fingerprint enters the config and its hash); ``lr_schedule`` (round -> local learning rate) and
     ``optimizer`` replace the experiments' (the theory checks' schedules, which an Experiment cannot state).
+    ``job.checkpoints``: a folder the runs resume from and save to (``benchmark.checkpoint``; the runner sets
+    it), unused with ``init``, ``lr_schedule`` or ``optimizer``.
     """
     rule = use_threads(job.threads)
     t0, c0 = time.perf_counter(), time.process_time()
-    with numerics.applied():  # the process's numerics policy (TF32, determinism), recorded in each record
+    # the job's numerics policy, else the process's (TF32, determinism), recorded in each record
+    with numerics.applied() if job.numerics is None else numerics.using(job.numerics):
         preps, runs, hypers = start(job, init, lr_schedule, optimizer)
         resumed, saver = [0] * len(runs), None
         if job.checkpoints is not None and init is None and lr_schedule is None and optimizer is None:

@@ -149,18 +149,20 @@ def process_plan(jobs: int | str | None, cells: int) -> tuple[int, Threads, str 
 def run_suite(suite: Suite, backend: str = "local", jobs: int | str | None = None, results_root: str = "results",
               address: str | None = None, progress: bool = True, device: str | None = None,
               executor: str | None = None, group_runs: int | None = None,
-              out_dir: str | os.PathLike | None = None) -> dict:
+              out_dir: str | os.PathLike | None = None, numerics_policy=None) -> dict:
     """Run every unfinished cell of ``suite``; return counts by status (``run_experiments``). The records go to
     ``out_dir``, by default ``results_dir(results_root, suite.name)``."""
     folder = results_dir(results_root, suite.name) if out_dir is None else out_dir
     return run_experiments([c.experiment for c in suite.cells], folder, backend, jobs, address, progress,
-                           f"suite {suite.name}", group_runs=group_runs, device=device, executor=executor)
+                           f"suite {suite.name}", group_runs=group_runs, device=device, executor=executor,
+                           numerics_policy=numerics_policy)
 
 
 def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend: str = "local",
                     jobs: int | str | None = None, address: str | None = None, progress: bool = True,
                     desc: str = "cells", group_runs: int | None = None, device: str | None = None,
-                    executor: str | None = None, checkpoint_every_s: float | None = None) -> dict:
+                    executor: str | None = None, checkpoint_every_s: float | None = None,
+                    numerics_policy=None) -> dict:
     """Run every experiment in ``exps`` that has no finished record in ``out_dir`` (resumable); return counts
     by status ("skipped" = already finished; "duplicate" = computed here, but another runner's record was
     written first). Suites, ``fedrepro tune`` and the empirical claims all run their cells through here, as
@@ -172,7 +174,9 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
     that runner dies. Batched jobs run in this process, the cells alone go to ``backend``. A full disk stops
     the suite (:class:`DiskFull`) once the record is rescued, or when a cell cannot even be claimed. Runs save
     checkpoints in ``out_dir/.checkpoints`` (``benchmark.checkpoint``, at most every ``checkpoint_every_s``,
-    default a minute): a stopped suite resumes each unfinished run at the round it had reached."""
+    default a minute): a stopped suite resumes each unfinished run at the round it had reached.
+    ``numerics_policy`` (a ``benchmark.numerics.Numerics``): the policy every job runs under, in workers too
+    (default: the process's)."""
     if backend not in BACKENDS:
         raise SuiteError(f"unknown backend {backend!r}; choose local, process or ray")
     check_jobs(jobs)
@@ -186,7 +190,7 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
                             workers=workers)
     except ValueError as e:
         raise SuiteError(str(e)) from None
-    planned = with_checkpoints(planned, out_dir, checkpoint_every_s)
+    planned = as_run_here(planned, out_dir, checkpoint_every_s, numerics_policy)
     for note in grouping_notes(exps) if any(len(j) > 1 for j in planned) else []:
         print(f"fedrepro: {note}", file=sys.stderr)
     counts = {"skipped": skipped, "ok": 0, "diverged": 0, "failed": 0, "duplicate": 0}
@@ -237,10 +241,13 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
 
 
 
-def with_checkpoints(jobs: list[Job], out_dir: Path, every_s: float | None = None) -> list[Job]:
-    """The jobs saving checkpoints in ``out_dir/.checkpoints`` (an absolute path: workers may start elsewhere)."""
-    every = {} if every_s is None else {"checkpoint_every_s": float(every_s)}
-    return [dataclasses.replace(j, checkpoints=str((out_dir / checkpoint.FOLDER).resolve()), **every) for j in jobs]
+def as_run_here(jobs: list[Job], out_dir: Path, every_s: float | None = None, policy=None) -> list[Job]:
+    """The jobs saving checkpoints in ``out_dir/.checkpoints`` (an absolute path: workers may start elsewhere),
+    under the numerics ``policy`` if one is given (it travels with each job to workers)."""
+    how = {"checkpoints": str((out_dir / checkpoint.FOLDER).resolve())}
+    how |= {} if every_s is None else {"checkpoint_every_s": float(every_s)}
+    how |= {} if policy is None else {"numerics": policy}
+    return [dataclasses.replace(j, **how) for j in jobs]
 
 
 def save_and_forget(folder: str | os.PathLike, rec: dict) -> dict:

@@ -19,13 +19,14 @@ from .experiment import code_version
 
 
 def version_folders(root: Path, suite: str | None = None) -> list[Path]:
-    """The ``<root>/<suite>/<version>`` folders holding records or claims (of ``suite`` only, if given)."""
+    """The ``<root>/<suite>/<version>`` folders holding records, claims or checkpoints (of ``suite`` only, if
+    given)."""
     root = Path(root)
     suites = [root / suite] if suite else sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     out = []
     for s in suites:
         for v in sorted(p for p in s.iterdir() if p.is_dir()) if s.is_dir() else []:
-            if any(v.glob("*.json")) or cell_claims.claims_dir(v).is_dir():
+            if any(v.glob("*.json")) or cell_claims.claims_dir(v).is_dir() or (v / checkpoint.FOLDER).is_dir():
                 out.append(v)
     return out
 

@@ -129,12 +129,20 @@ def test_status_lists_the_resumable_runs_and_counts_only_their_rounds_left(tmp_p
     the rounds a checkpoint does not hold."""
     from benchmark import cost, status
 
+    import shutil
+
+    from benchmark import cell_claims
+
     exps = [contract._digits(algorithm="fedavg", rounds=5, seed=s) for s in (0, 1)]
+    folder = tmp_path / "mine" / "0.3.0"
     undo = _stop_at(monkeypatch, 3)
     with pytest.raises(KeyboardInterrupt):
-        runner.run_experiments(exps, tmp_path, progress=False, group_runs=1, checkpoint_every_s=0.0)
+        runner.run_experiments(exps, folder, progress=False, group_runs=1, checkpoint_every_s=0.0)
     undo()
-    st = status.folder_status(tmp_path)
+    shutil.rmtree(cell_claims.claims_dir(folder), ignore_errors=True)
+    assert not list(folder.glob("*.json"))  # a folder with checkpoints alone is listed all the same
+    assert status.version_folders(tmp_path) == [folder]
+    st = status.folder_status(folder)
     assert [(c["cell"], c["round"]) for c in st["checkpointed"]] == [(exps[0].config_hash(), 3)]
     text = status._render_folder(st, {"device": "cpu", "cost_model": None})
     assert f"resumable: 1 unfinished run(s) with a checkpoint: {exps[0].config_hash()} at round 3" in text

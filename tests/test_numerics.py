@@ -50,3 +50,32 @@ def test_validate_runs_under_the_policy_it_reports(monkeypatch):
     r = validate.validate("cpu", ("fedavg",), rounds=1, problem_names=("digits/mlp",), tf32=True)
     assert r["numerics"] == {"tf32": True, "deterministic": False}
     assert r["numerics_in_runs"] == ['{"deterministic": false, "tf32": true}']
+
+
+def test_run_deterministic_reaches_single_runs_and_suite_workers_and_is_recorded(tmp_path, capsys):
+    """`fedrepro run --deterministic`: the records of a single run and of a suite's cells in worker processes
+    state deterministic algorithms on (the policy travels with each job, not in the parent's torch flags); the
+    parent's flags are left as they were; without the flag, off."""
+    import json
+
+    from benchmark.cli import main
+
+    before = numerics._flags()
+    assert main(["run", "--rounds", "1", "--num-clients", "3", "--local-steps", "1", "--json", "--no-progress",
+                 "--deterministic"]) == 0
+    [rec] = json.loads(capsys.readouterr().out)
+    n = rec["environment"]["numerics"]
+    assert n["policy"]["deterministic"] and n["deterministic_algorithms"]
+    assert numerics._flags() == before and not numerics.policy().deterministic
+    suite = tmp_path / "mine.toml"
+    suite.write_text('name = "mine"\n[defaults]\ndataset = "digits"\nmodel = "logreg"\nnum_clients = 3\nrounds = 1\n'
+                     'local_steps = 1\n[matrix]\nseed = [0, 1]\n')
+    for flag, on in ((["--deterministic"], True), ([], False)):
+        out = tmp_path / f"out{on}"
+        assert main(["run", "--suite", str(suite), "--out", str(out), "--backend", "process", "--jobs", "2",
+                     "--no-progress"] + flag) == 0
+        recs = [json.loads(p.read_text()) for p in out.glob("*.json")]
+        assert len(recs) == 2
+        for r in recs:
+            assert r["environment"]["numerics"]["deterministic_algorithms"] is on
+            assert r["environment"]["numerics"]["policy"]["deterministic"] is on

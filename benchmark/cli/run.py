@@ -1,12 +1,13 @@
 """``fedrepro run``: single runs from the flags, a suite (``--suite``), or the offline default (the smoke suite)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
 from pathlib import Path
 
-from .. import cost, plan, report, runner, store, suite
+from .. import cost, numerics, plan, report, runner, store, suite
 from ..plan import load_warning
 from . import args
 from .errors import resume_hint
@@ -45,6 +46,10 @@ def add_parser(sub) -> None:
     r.add_argument("--only", action="append", metavar="KEY=VALUE",
                    help="suites: only the cells with this value, repeatable (e.g. --only dataset=fmnist "
                         "--only num_clients=30); the records go to the suite's folder as usual")
+    r.add_argument("--deterministic", action="store_true",
+                   help="CUDA: deterministic algorithms (torch.use_deterministic_algorithms, cuDNN deterministic), so "
+                        "the same seed gives the same history on a GPU too (slower; on a CPU runs are deterministic "
+                        "anyway). Every record states the setting (environment.numerics)")
     r.add_argument("--dry-run", action="store_true",
                    help="suites: show the cells to run, their batched jobs, sample-gradients and the estimated "
                         "time on this device, and run nothing")
@@ -75,6 +80,17 @@ def cmd_run(a) -> int:
         return main_dry_run(a) if a.dry_run else main_run_suite(a)
     if a.dry_run:
         return _dry_run_experiments(exps, a.device)
+    p = policy(a)
+    with numerics.using(p) if p is not None else contextlib.nullcontext():
+        return _checked_run(a, exps)
+
+
+def policy(a) -> numerics.Numerics | None:
+    """The numerics policy the flags ask for (None: the process's default)."""
+    return numerics.Numerics(deterministic=True) if getattr(a, "deterministic", False) else None
+
+
+def _checked_run(a, exps: list) -> int:
     if a.out:
         store.check_writable_folder(a.out, "--out")  # before any training: no run is lost to a bad --out
     for exp in exps:  # every run is checked before the first one starts
@@ -197,7 +213,8 @@ def main_run_suite(a) -> int:
     resume_hint(a, f"finished cells are kept in {out_dir}, and unfinished runs continue from their last "
                    "checkpoint (saved at most a minute before); run the same command again to resume")
     counts = runner.run_suite(s, a.backend, a.jobs, progress=not a.no_progress, device=a.device, address=a.address,
-                              executor=a.executor, group_runs=cli_group_runs(a), out_dir=out_dir)
+                              executor=a.executor, group_runs=cli_group_runs(a), out_dir=out_dir,
+                              numerics_policy=policy(a))
     print(f"suite {s.name}: " + ", ".join(f"{k} {v}" for k, v in counts.items()), file=sys.stderr)
     paths = report.write_report(s, out_dir)
     print(paths["markdown"].read_text())
