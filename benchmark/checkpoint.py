@@ -44,10 +44,25 @@ def path(folder: str | os.PathLike, config_hash: str) -> Path:
     return Path(folder) / f"{config_hash}.pt"
 
 
+def _own(x):
+    """``x`` with every tensor in it a compact copy: a batched job's states are views into the job's stacked
+    tensors, and ``torch.save`` of a view writes its whole storage (every run's states in each run's file:
+    2.7x the size of a run alone for SCAFFOLD in a group of 3, measured)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    if type(x) is dict:
+        return {k: _own(v) for k, v in x.items()}
+    if type(x) in (list, tuple):
+        return type(x)(_own(v) for v in x)
+    if isinstance(x, tuple) and hasattr(x, "_fields"):  # a namedtuple
+        return type(x)(*(_own(v) for v in x))
+    return x
+
+
 def state(run, config_hash: str, code: dict) -> dict:
     """What ``run`` (an ``engine.RunState`` after a round) carries into its next round."""
     return {"format": FORMAT, "config_hash": config_hash, "code_version": code, "round": run.round,
-            "server": run.server, "buffers": run.buffers, "client_states": run.client_states,
+            "server": _own(run.server), "buffers": _own(run.buffers), "client_states": _own(run.client_states),
             "sample_rng": run.sample_rng.bit_generator.state if run.sample_rng is not None else None,
             "history": run.history, "initial_train_loss": run.initial_train_loss,
             "elapsed": time.perf_counter() - run.t_start}

@@ -151,3 +151,20 @@ def test_status_lists_the_resumable_runs_and_counts_only_their_rounds_left(tmp_p
     full = status._seconds_left(exps, [], [], model, "cpu")
     one = status._seconds_left(exps[:1], [], [], model, "cpu")
     assert status._seconds_left(exps, [], [], model, "cpu", [0.6, 0.0]) == pytest.approx(full - 0.6 * one)
+
+
+def test_a_batched_runs_checkpoint_holds_its_own_states_only(tmp_path):
+    """In a batched job the states are views into the job's stacked tensors; a checkpoint of one run must not
+    carry the others' (torch.save writes a view's whole storage: 2.7x for SCAFFOLD in a group of 3 before)."""
+    import os
+
+    exps = [contract._digits(algorithm="scaffold", model="mlp", rounds=4, seed=s, num_clients=10,
+                             clients_per_round=10) for s in (0, 1, 2)]
+    sizes = {}
+    for label, job in (("alone", plan.plan_one(exps[0])), ("group", plan.group_job(exps))):
+        folder = tmp_path / label
+        j = dataclasses.replace(job, checkpoints=str(folder), checkpoint_every_s=0.0)
+        with pytest.raises(contract._Stop):
+            list(plan.execute(j, observers=[[contract._StopAfter(3)]] * len(j)))
+        sizes[label] = os.path.getsize(checkpoint.path(folder, exps[0].config_hash()))
+    assert sizes["group"] <= 1.05 * sizes["alone"], sizes
