@@ -239,8 +239,8 @@ def resumes(name: str, rounds: int = 4, stop_after: int = 2) -> None:
             pass
         else:
             raise AssertionError(f"{name}: the run was not stopped")
-        saved = torch.load(checkpoint.path(folder, exp.config_hash()), weights_only=False)
-        assert saved["round"] == stop_after, saved["round"]
+        saved = checkpoint.saved_round(checkpoint.path(folder, exp.config_hash()))
+        assert saved == stop_after, saved
         [(_, again)] = list(plan.execute(job))
     assert again.execution.get("resumed_from_round") == stop_after, again.execution
     strip = lambda h: [{k: v for k, v in e.items() if k != "wall_time"} for e in h]  # noqa: E731

@@ -240,7 +240,6 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
     return counts
 
 
-
 def as_run_here(jobs: list[Job], out_dir: Path, every_s: float | None = None, policy=None) -> list[Job]:
     """The jobs saving checkpoints in ``out_dir/.checkpoints`` (an absolute path: workers may start elsewhere),
     under the numerics ``policy`` if one is given (it travels with each job to workers)."""
@@ -257,6 +256,7 @@ def save_and_forget(folder: str | os.PathLike, rec: dict) -> dict:
     if rec["status"] != "failed":
         checkpoint.remove(Path(folder) / checkpoint.FOLDER, rec["config_hash"])
     return summary
+
 
 def _settled(out_dir: Path, exps: list[Experiment]):
     """``settled(config_hash)``: a record of that cell appeared (or changed) since now, so it needs no more work

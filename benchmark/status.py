@@ -108,11 +108,11 @@ def _checkpointed(folder: Path, status: dict, cells: dict | None, now: float) ->
         if status.get(f.stem) in store.FINISHED:
             continue  # its record is written; the checkpoint goes with the next save
         try:
-            st = checkpoint.peek(f)
+            reached = checkpoint.saved_round(f)
         except Exception:  # noqa: BLE001 - being written, or damaged: the run says so when it resumes
             continue
         rounds = cells[f.stem].rounds if cells is not None and f.stem in cells else None
-        out.append({"cell": f.stem, "round": st["round"], "rounds": rounds, "saved_s": now - f.stat().st_mtime})
+        out.append({"cell": f.stem, "round": reached, "rounds": rounds, "saved_s": now - f.stat().st_mtime})
     return out
 
 
