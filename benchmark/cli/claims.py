@@ -24,7 +24,7 @@ def show_plan(a) -> int:
     from theory.empirical.run import plan_claims
     from theory.empirical.scale import plan_lines
 
-    plan = plan_claims(a.paper)
+    plan = plan_claims(a.paper, a.scale)
     if a.json:
         print(json.dumps(plan, indent=1, default=str))
         return 0
@@ -32,7 +32,8 @@ def show_plan(a) -> int:
         b = p["budget"]
         print(f"{p['paper']}: budget {b['cpu_minutes']:g} CPU-min, looks {b['looks']} ({b['reason']})")
         for sc in p["scales"]:
-            print(f"  scale {sc['scale']}: looks {sc['looks']}, claims {', '.join(sc['claims'])}")
+            seeds = f"seeds {sc['seeds'][0]}-{sc['seeds'][1]}, " if a.scale == "replication" else ""
+            print(f"  scale {sc['scale']}: {seeds}looks {sc['looks']}, claims {', '.join(sc['claims'])}")
             print("\n".join(f"    {line}" for line in plan_lines(sc["plan"])))
     total = sum(p["cpu_minutes"] for p in plan)
     print(f"planned: {total:.0f} CPU-min at the measured costs, about {total / 60 / 2:.1f} h on 2 cores with "
@@ -85,10 +86,12 @@ def add_parser(sub) -> None:
     p.add_argument("--quick", action="store_true",
                    help="a smoke test of every paper's first scale in minutes (2 rounds, <= 20 samples per client, 2 "
                         "grid values, one look of 3 seeds) for CI, never a verdict; written to <folder>/quick")
-    p.add_argument("--scale", choices=["cpu", "full"], default="cpu",
+    p.add_argument("--scale", choices=["cpu", "replication", "full"], default="cpu",
                    help="cpu: each paper's CPU scales in turn, sharing its budget (default; the paper's own setting "
                         "where a CPU affords it, else a stated reduction, and the main claim again at 4x the "
-                        "compute); full: the paper suites' cells (GPU), written to <folder>/full")
+                        "compute); replication: the claims a scale left INCONCLUSIVE, again on fresh seeds with "
+                        "their own declared looks and budget, written to <folder>/replication; full: the paper "
+                        "suites' cells (GPU), written to <folder>/full")
     p.add_argument("--looks", help="replace the papers' looks, e.g. 5 (one fixed look of 5 paired seeds) or "
                                    "5,10,20")
     p.add_argument("--before", default="previous",

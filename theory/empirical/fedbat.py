@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from .claim import Budget, Claim, Comparison, Margin, arm
-from .scale import CpuScale, FullScale, Reduction
+from .scale import CpuScale, FullScale, Reduction, replication
 
 PAPER = "fedbat"
 TITLE = "FedBAT (Li et al., ICML 2024)"
@@ -112,6 +112,15 @@ CPU4X = dataclasses.replace(
     max_seeds=5)
 
 SCALES = (CPU, CPU4X)
+
+# Declared on 2026-11-26, after claims 0.3.0 and before any of its runs (scale.REPLICATION): the main claim again at
+# the cpu scale on fresh seeds, where 0.3.0's 10 seeds left it INCONCLUSIVE (closest: SUPPORTED, about 39 seeds).
+# Not repeated: matches_fedavg (about 453 seeds at its spread of 2.8 points) and the cpu4x scale (3.6x a cpu run).
+REPLICATIONS = (replication(
+    CPU, [c for c in CLAIMS if c.id == "fedbat.table1.beats_binarized"], cpu_minutes=260,
+    why="the main claim (FedBAT beats each binarized baseline) on fresh seeds 100-139 in the calibrated looks 5, "
+        "10, 20, 40: 6 arms, 18 tuning runs and up to 240 final runs at about 0.9 CPU-min each (0.3.0's records: "
+        "53 s per run; the cost plan, at the older measured costs, says 252), within 260 CPU-min"),)
 
 FULL = FullScale(suite="fedbat_table1",
                  settings={SETTING: {"dataset": "fmnist", "num_clients": 30, "partition": "labelcnt:3"}})

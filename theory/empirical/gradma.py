@@ -3,7 +3,7 @@ S = 10 (column c3), and the GradMA-W / GradMA-S ablation (../shared/papers/gradm
 from __future__ import annotations
 
 from .claim import Budget, Claim, Comparison, Margin, arm
-from .scale import CpuScale, FullScale, Reduction
+from .scale import CpuScale, FullScale, Reduction, replication
 
 PAPER = "gradma"
 TITLE = "GradMA (Luo et al., CVPR 2023)"
@@ -110,6 +110,16 @@ PAPER_SCALE = CpuScale(
 
 CPU = PAPER_SCALE
 SCALES = (PAPER_SCALE,)
+
+# Declared on 2026-11-26, after claims 0.3.0 and before any of its runs (scale.REPLICATION): all four claims again
+# at the paper scale on fresh seeds, where 0.3.0's 10 seeds left each INCONCLUSIVE (closest: CONTRADICTED, about
+# 21 to 46 seeds at spreads of 7 to 16 points).
+REPLICATIONS = (replication(
+    PAPER_SCALE, CLAIMS, cpu_minutes=960,
+    why="Table 1's c3 claims on fresh seeds 100-139 in the calibrated looks 5, 10, 20, 40: 7 arms, 21 tuning runs "
+        "and up to 40 paired seeds at about 20 CPU-min per seed of all 7 arms (0.3.0's records: GradMA 6.4-8.2, "
+        "GradMA-W 4.9-5.5, GradMA-S 2.6-2.9, each baseline 0.9-1.6 min per run; the cost plan, at the older measured costs, says 959), within 960 CPU-min; it runs in "
+        "pieces over several sessions (runs resume from their checkpoints)"),)
 
 FULL = FullScale(suite="gradma_table1",
                  settings={SETTING: {"dataset": "mnist", "partition": "gradma_dirichlet:0.01",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from .claim import Budget, Claim, Comparison, Margin, arm
-from .scale import CpuScale, FullScale, Reduction
+from .scale import CpuScale, FullScale, Reduction, replication
 
 PAPER = "lfl"
 TITLE = "LFL (Amiri et al., arXiv 2006.10672v2)"
@@ -108,5 +108,15 @@ CPU4X = dataclasses.replace(
               "evaluations every 4th round")
 
 SCALES = (CPU, CPU4X)
+
+# Declared on 2026-11-26, after claims 0.3.0 and before any of its runs (scale.REPLICATION): the main claim again at
+# the cpu scale on fresh seeds, where 0.3.0's 10 seeds left it INCONCLUSIVE (closest: CONTRADICTED, about 28 seeds).
+# Not repeated: beats_lgm_ltgm (about 212 seeds at its spread, past any CPU budget here) and the cpu4x scale (its
+# single tuning seed picked different learning rates for LFL and the lossless schemes; repeating it repeats that).
+REPLICATIONS = (replication(
+    CPU, [c for c in CLAIMS if c.id == "lfl.fig1a.matches_lossless"], cpu_minutes=150,
+    why="the main claim (LFL as good as lossless FL and LB) on fresh seeds 100-139 in the calibrated looks 5, 10, "
+        "20, 40: 3 arms, 9 tuning runs and up to 120 final runs at about 1.1 CPU-min each (0.3.0's records: 66 s "
+        "per run), within 150 CPU-min"),)
 
 FULL = FullScale(suite="lfl_mnist", settings={SETTING: {}})

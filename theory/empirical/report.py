@@ -39,6 +39,7 @@ from theory.stats.sequential import SKEW_ALLOWANCE
 
 from .claim import METRICS, VERDICTS
 from .paired import ALPHA
+from .scale import REPLICATION
 
 MANY_SEEDS = 10_000  # above this, a planning figure is shown as "> 10,000"
 METHOD = (
@@ -144,14 +145,24 @@ def verdict_lines(c: dict) -> list[str]:
 
 
 def spreads(report_json: dict) -> dict:
-    """{(claim id, a, b, setting): (sd, metric, seeds)} of a claims report.json: the spreads to compare with."""
+    """{(claim id, a, b, setting[, scale]): (sd, metric, seeds)} of a claims report.json: the spreads to compare
+    with. Without the scale, a claim run at two scales gives its first scale's (the row that meets an older
+    report's)."""
     out = {}
     for p in report_json.get("papers", []):
         for c in p.get("claims", []):
             for x in c.get("comparisons", []):
                 if x.get("sd") is not None:
-                    out[(c["id"], x["a"], x["b"], x["setting"])] = (x["sd"], c["metric"], x.get("n"))
+                    key = (c["id"], x["a"], x["b"], x["setting"])
+                    out.setdefault(key, (x["sd"], c["metric"], x.get("n")))
+                    out[key + (c.get("scale"),)] = (x["sd"], c["metric"], x.get("n"))
     return out
+
+
+def first_stages(report_json: dict) -> dict:
+    """{(claim id, scale): (verdict, seeds, key number)} of a claims report.json: what a replication repeats."""
+    return {(c["id"], c.get("scale")): (c["verdict"], c.get("seeds"), key_number(c))
+            for p in report_json.get("papers", []) for c in p.get("claims", [])}
 
 
 def previous_report(results_root, version: str) -> tuple[str, dict] | None:
@@ -168,7 +179,8 @@ def previous_report(results_root, version: str) -> tuple[str, dict] | None:
 def _before(x: dict, c: dict, before: dict | None, k: float, unit: str) -> str:
     if not before:
         return "-"
-    got = before["spreads"].get((c["id"], x["a"], x["b"], x["setting"]))
+    key = (c["id"], x["a"], x["b"], x["setting"])
+    got = before["spreads"].get(key + (c.get("replicates") or c.get("scale"),)) or before["spreads"].get(key)
     if not got:
         return "-"
     sd, metric, n = got
@@ -210,6 +222,11 @@ def claim_section(c: dict, before: dict | None = None) -> list[str]:
     k, unit = _unit(c["metric"])
     md = [f"### {claim_title(c)}", "", f"*{c['source']}*: {c['quote']}", "", f"**Tested:** {c['statement']}", ""]
     md += verdict_lines(c)
+    first = before and c.get("replicates") and before.get("first", {}).get((c["id"], c["replicates"]))
+    if first:
+        md += [f"First stage (the {before['version']} report, {c['replicates']} scale, seeds from 0): **{first[0]}** "
+               f"with {first[1]} paired seeds; {first[2]}. This replication's seeds are fresh, and its verdict is "
+               "its own (not pooled with the first stage's runs).", ""]
     rows = [_comparison_row(x, k, unit) for x in c["comparisons"]]
     for row, x in zip(rows, c["comparisons"]):
         row.insert(6, _before(x, c, before, k, unit))
@@ -324,6 +341,8 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
            f"min on {meta['cpus']} CPU(s), backend {meta['backend']} (jobs {meta['jobs']}); load average "
            f"{meta['load_start']} at the start and {meta['load_end']} at the end (other jobs on the machine)."
            + (f" {meta['note']}" if meta.get("note") else ""), "", METHOD, ""]
+    if any(c.get("replicates") for c in claims):
+        md += [REPLICATION, ""]
     if before:
         md += [f"The spread of each comparison (the sd of its per-seed differences) is shown beside its spread in the "
                f"{before['version']} report, with that report's metric where it differs: what the scales and "
@@ -337,7 +356,7 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
 def write_report(papers: list[dict], folder, meta: dict, before: tuple | None = None) -> dict:
     """Write report.md, report.json and the plots into ``folder``; return their paths. ``before``: (version,
     report.json) of an earlier claims report, whose spreads are shown beside this one's."""
-    before = {"version": before[0], "spreads": spreads(before[1])} if before else None
+    before = {"version": before[0], "spreads": spreads(before[1]), "first": first_stages(before[1])} if before else None
     import torch
 
     folder = Path(folder)
@@ -353,7 +372,8 @@ def write_report(papers: list[dict], folder, meta: dict, before: tuple | None = 
     (folder / "report.md").write_text("\n".join(md))
     payload = {"code_version": version, "environment": environment(torch.device("cpu")), "meta": meta,
                "counts": counts, "method": {"alpha": ALPHA, "spending": "pocock", "skew_allowance": SKEW_ALLOWANCE,
-                                            "text": METHOD},
+                                            "text": METHOD, **({"replication": REPLICATION} if any(
+                                                c.get("replicates") for c in claims) else {})},
                "papers": papers, "claims": [summary(c) for c in claims],
                "before": before["version"] if before else None}
     store.write_json_atomic(folder / "report.json", json.loads(json.dumps(payload, default=str)), indent=1)

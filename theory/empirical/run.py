@@ -20,6 +20,7 @@ from pathlib import Path
 from benchmark import runner, store, tuning
 from benchmark.experiment import code_version
 
+from .claim import Budget
 from .judge import Judge
 from .metrics import COMPANIONS
 from .scale import CpuScale, FullScale, arm_matches, paper_scales
@@ -173,6 +174,12 @@ def run_paper(paper, scale="cpu", results_root="results", version: str | None = 
         sc = scale if isinstance(scale, CpuScale) else paper.CPU if scale == "cpu" else paper.CPU.quick()
         if sc.name == "quick":
             looks, seeds, seconds = (len(sc.final_seeds),), tuple(sc.final_seeds), float("inf")
+        elif sc.replicates:  # its own declared design, seeds and budget (scale.REPLICATION)
+            if looks:
+                raise ValueError(f"{paper.PAPER}: scale {sc.name} is a replication with declared looks "
+                                 f"{sc.looks}; --looks cannot replace them")
+            looks, seconds = tuple(sc.looks), 60 * sc.cpu_minutes
+            seeds = tuple(range(sc.seed_start, sc.seed_start + looks[-1]))
         else:
             looks = tuple(looks) if looks else scale_looks(budget.looks, getattr(sc, "max_seeds", None))
             seeds, seconds = tuple(range(looks[-1])), 60 * budget.cpu_minutes - spent_before
@@ -184,6 +191,11 @@ def run_paper(paper, scale="cpu", results_root="results", version: str | None = 
     results = judge.results()
     for r in results:
         r["scale"] = sc.name
+        if getattr(sc, "replicates", ""):
+            r["replicates"] = sc.replicates
+    if getattr(sc, "replicates", ""):
+        budget = Budget(sc.looks, sc.cpu_minutes, f"a replication of the {sc.replicates} scale on fresh seeds "
+                        f"{sc.seed_start}-{sc.seed_start + sc.max_seeds - 1}: {sc.why}")
     return {"paper": paper.PAPER, "title": paper.TITLE, "scale": sc.describe(), "claims": results,
             "budget": {"looks": list(judge.looks), "cpu_minutes": budget.cpu_minutes, "reason": budget.reason},
             "tuning": tuned, "cells": counts, "seconds": time.perf_counter() - t0}
@@ -203,12 +215,13 @@ def judge(claims, runs: dict, looks: tuple | None = None) -> list[dict]:
 
 
 def scales_of(paper, scale: str) -> list:
-    """What ``run_claims`` runs for ``paper``: "full"; the quick variant of its first CPU scale; or every CPU
-    scale it declares (``scale.paper_scales``: its ``SCALES``, the first running every claim, else its ``CPU``)."""
+    """What ``run_claims`` runs for ``paper``: "full"; the quick variant of its first CPU scale; every CPU
+    scale it declares (``scale.paper_scales``: its ``SCALES``, the first running every claim, else its ``CPU``);
+    or its replications ("replication": none for a paper that declares none)."""
     if scale == "full":
         return ["full"]
-    if scale not in ("cpu", "quick"):
-        raise ValueError(f"scale must be cpu, quick or full, got {scale!r}")
+    if scale not in ("cpu", "quick", "replication"):
+        raise ValueError(f"scale must be cpu, quick, replication or full, got {scale!r}")
     return paper_scales(paper, scale)
 
 
@@ -231,19 +244,25 @@ def _report_roots(results_root) -> list:
     return [Path(results_root)] + ([committed] if committed is not None and not same else [])
 
 
-def plan_claims(paper: str | None = None) -> list[dict]:
-    """The full report's plan without running anything: per paper, its budget and, per CPU scale, the claims it
-    runs, its looks and its cost plan at the measured costs (``CpuScale.cost_plan``)."""
+def plan_claims(paper: str | None = None, scale: str = "cpu") -> list[dict]:
+    """The full report's plan without running anything: per paper, its budget and, per CPU scale (or per
+    replication, ``scale="replication"``), the claims it runs, its looks and its cost plan at the measured costs
+    (``CpuScale.cost_plan``)."""
     from . import papers as paper_modules
 
     out = []
     for m in paper_modules(paper):
+        scs = paper_scales(m, "replication" if scale == "replication" else "cpu")
+        if not scs:
+            continue
         scales = [{"scale": sc.name, "claims": [c.id for c in claims_at(sc, m.CLAIMS)],
-                   "looks": list(scale_looks(m.BUDGET.looks, sc.max_seeds)), "plan": sc.cost_plan()}
-                  for sc in paper_scales(m)]
-        out.append({"paper": m.PAPER, "budget": {"looks": list(m.BUDGET.looks), "cpu_minutes": m.BUDGET.cpu_minutes,
-                                                 "reason": m.BUDGET.reason},
-                    "scales": scales, "cpu_minutes": sum(s["plan"]["cpu_minutes"] for s in scales)})
+                   "looks": list(sc.looks or scale_looks(m.BUDGET.looks, sc.max_seeds)), "plan": sc.cost_plan(),
+                   "seeds": [sc.seed_start, sc.seed_start + sc.max_seeds - 1]} for sc in scs]
+        budget = ({"looks": list(scs[0].looks), "cpu_minutes": sum(sc.cpu_minutes for sc in scs),
+                   "reason": "the replications' own budgets"} if scale == "replication" else
+                  {"looks": list(m.BUDGET.looks), "cpu_minutes": m.BUDGET.cpu_minutes, "reason": m.BUDGET.reason})
+        out.append({"paper": m.PAPER, "budget": budget, "scales": scales,
+                    "cpu_minutes": sum(s["plan"]["cpu_minutes"] for s in scales)})
     return out
 
 
@@ -291,13 +310,15 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     from . import papers as paper_modules
     from .report import write_report
 
+    if scale == "replication" and before == "previous":  # beside a replication: the first stage it repeats
+        before = code_version()["package"]
     prev = before_report(results_root, before)
 
     t0, load0 = time.time(), _load()
     results = []
     for m in paper_modules(paper):
         spent = 0.0
-        for sc in scales_of(m, scale):  # a paper's scales in turn, sharing its CPU budget
+        for sc in scales_of(m, scale):  # a paper's scales in turn, sharing its CPU budget (a replication: its own)
             results.append(run_paper(m, sc, results_root, None, backend, jobs, progress, run_missing, looks, spent))
             spent += results[-1]["cells"].get("cell_seconds", 0.0)
     meta = {"scale": scale, "quick": scale == "quick", "wall_seconds": time.time() - t0, "cpus": os.cpu_count(),

@@ -69,8 +69,20 @@ class CpuScale:
     cost: dict = dataclasses.field(default_factory=dict)
     cost_note: str = ""
     max_seeds: int = 20
+    # a replication (``replicates``: the name of the scale it repeats): fresh final seeds from ``seed_start``, its
+    # own declared ``looks`` and CPU budget (``cpu_minutes``), fixed before its runs (see ``REPLICATION``)
+    replicates: str = ""
+    seed_start: int = 0
+    looks: tuple = ()
+    cpu_minutes: float = 0.0
 
     def __post_init__(self):
+        if self.replicates and not (self.looks and self.cpu_minutes > 0 and self.seed_start > 0):
+            raise ValueError(f"scale {self.name}: a replication declares its looks, its CPU minutes and fresh seeds "
+                             "(seed_start > 0) before it runs")
+        if self.looks and self.looks[-1] != self.max_seeds:
+            raise ValueError(f"scale {self.name}: its last look ({self.looks[-1]}) must be its max_seeds "
+                             f"({self.max_seeds})")
         sizes = {a: math.prod(len(v) for v in g.values()) for a, g in self.grids.items()}
         if len(set(sizes.values())) > 1:
             raise ValueError(f"every arm must get the same tuning budget; grid sizes {sizes}")
@@ -145,6 +157,10 @@ class CpuScale:
              "tuning": {"rule": self.grid_rule, "grids": self.grids, "validation": self.validation,
                         "tune_seeds": list(self.tune_seeds), "final_seeds": list(self.final_seeds)},
              "executor": self.executor, "only": list(self.only), "metrics": dict(self.metrics)}
+        if self.replicates:
+            d["replication"] = {"replicates": self.replicates, "seeds": [self.seed_start, self.seed_start +
+                                                                         self.max_seeds - 1],
+                                "looks": list(self.looks), "cpu_minutes": self.cpu_minutes}
         if self.cost:
             d["plan"] = plan_lines(self.cost_plan())
         return d
@@ -197,15 +213,45 @@ class FullScale:
         return {"scale": self.name, "suite": self.suite, "settings": self.settings, "tuning": self.tuning}
 
 
+REPLICATION = (
+    "A replication repeats, on fresh seeds, the claims that a scale left INCONCLUSIVE with its budget spent: the same "
+    "scale (settings, tuning cells, tuning seed, metric), a new group-sequential design declared before its runs "
+    "(its looks, the calibrated 5, 10, 20, 40, and its own CPU budget) and final seeds that the first stage never "
+    "used. Its verdicts are those of an independent experiment: its seeds share nothing with the first stage's, so "
+    "its error control (Holm over the claims it repeats, each kind of wrong verdict at 0.05 per paper) holds given "
+    "the first stage's outcome, whatever that was. The first stage's runs are not pooled with it, since its looks "
+    "were all spent and its error already spent with them. Over both stages, a claim's chance of a wrong verdict is "
+    "at most 0.05 + 0.05 = 0.10 per kind (Bonferroni over the two stages), against 0.05 for a claim decided in one.")
+
+
 def paper_scales(mod, which: str = "cpu") -> list:
     """The CPU scales of paper module ``mod``: all of its ``SCALES`` ("cpu"; the first runs every claim, and is the
-    module's ``CPU``), or the first one's quick variant ("quick": a smoke test of the whole path)."""
+    module's ``CPU``), the first one's quick variant ("quick": a smoke test of the whole path), or its
+    ``REPLICATIONS`` ("replication": the undecided claims again on fresh seeds, see ``REPLICATION``)."""
+    if which == "replication":
+        return list(getattr(mod, "REPLICATIONS", ()))
     scales = list(getattr(mod, "SCALES", (mod.CPU,)))
     if which == "quick":
         return [scales[0].quick()]
     if which != "cpu":
-        raise ValueError(f"which must be cpu or quick, got {which!r}")
+        raise ValueError(f"which must be cpu, quick or replication, got {which!r}")
     return scales
+
+
+def replication(scale: CpuScale, claims: list, cpu_minutes: float, why: str, seed_start: int = 100,
+                looks: tuple = (5, 10, 20, 40)) -> CpuScale:
+    """``scale`` again for ``claims`` (``claim.Claim``s) on fresh seeds ``seed_start``.. with its own ``looks`` and
+    CPU budget (see ``REPLICATION``); named ``<scale>-rep``. Its tuning cells are the scale's own (same settings,
+    grids and tuning seed), so they select the same hyperparameters; only the claims' arms are tuned and run."""
+    arms = {a for c in claims for a in c.arms}
+    seeds = Reduction("seeds", "as above", f"fresh paired seeds {seed_start}-{seed_start + looks[-1] - 1} in looks "
+                      f"{', '.join(map(str, looks))} (a replication of the {scale.name} scale)", "more")
+    return dataclasses.replace(
+        scale, name=f"{scale.name}-rep", only=tuple(c.id for c in claims), replicates=scale.name,
+        seed_start=seed_start, looks=tuple(looks), max_seeds=looks[-1], cpu_minutes=cpu_minutes, why=why,
+        grids={a: g for a, g in scale.grids.items() if a in arms},
+        cost={a: v for a, v in scale.cost.items() if a in arms},
+        reductions=tuple(r for r in scale.reductions if r.what != "seeds") + (seeds,))
 
 
 def arm_matches(a: Arm, cfg: dict) -> bool:
