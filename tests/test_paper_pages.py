@@ -109,3 +109,31 @@ def test_readme_first_screen_links_the_five_pages():
     for p in pages.PAPERS:
         assert f"](results/papers/{p}.md)" in head, p
         assert (ROOT / "results" / "papers" / f"{p}.md").is_file()
+
+
+def test_a_replication_report_reaches_the_page(tmp_path):
+    """Declared and not run: the page says so and gives the command. With the paper's replication report (its
+    own, then the combined one, which wins), the short answer and the verdict table show its verdicts beside the
+    first stage's; a planted replication verdict changes the page."""
+    res = _copy_results(tmp_path)
+    v = pages.newest(res / "claims", "report.json")
+    text = pages.page("lfl", res)
+    assert "Declared and not run yet: lfl.fig1a.matches_lossless at the cpu scale, seeds 100-139" in text
+    assert "fedrepro claims --scale replication --paper lfl" in text
+    rep = {"papers": [{"paper": "lfl", "scale": {"scale": "cpu-rep"},
+                       "claims": [{"id": "lfl.fig1a.matches_lossless", "verdict": "CONTRADICTED", "scale": "cpu-rep",
+                                   "replicates": "cpu", "seeds_used": 20, "stop_reason": "decided"}]}],
+           "claims": [{"id": "lfl.fig1a.matches_lossless", "key_number": "lfl vs lossless: -2.00 points"}]}
+    own = res / "claims" / v / "replication" / "partial" / "lfl" / "report.json"
+    own.parent.mkdir(parents=True)
+    own.write_text(json.dumps(rep))
+    text = pages.page("lfl", res)
+    assert "Repeated on fresh seeds (the undecided claims' replication, scale cpu-rep): 1 CONTRADICTED." in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| lfl.fig1a.matches_lossless | **CONTRADICTED**"))
+    assert "| cpu-rep | 20 | decided |" in row and "-2.00 points" in row
+    assert f"From `results/claims/{v}/replication/partial/lfl/report.json`" in text
+    rep["papers"][0]["claims"][0]["verdict"] = "NEGLIGIBLE"
+    (res / "claims" / v / "replication" / "report.json").write_text(json.dumps(rep))
+    text = pages.page("lfl", res)
+    assert "1 NEGLIGIBLE" in text and f"From `results/claims/{v}/replication/report.json`" in text
+    assert "Declared and not run yet" not in text

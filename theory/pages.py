@@ -62,7 +62,27 @@ def _counts(items) -> str:
     return ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "none yet"
 
 
-def short_answer(paper: str, claims_report: dict | None, theory_report: dict | None) -> list[str]:
+def replication_report(results: Path, version: str | None, paper: str) -> tuple[str, dict] | None:
+    """(path, report.json) of the replication of ``paper``'s undecided claims under claims ``version``: the
+    combined replication report where it holds the paper, else the paper's own (``claims --scale replication
+    --paper``), else None."""
+    if not version:
+        return None
+    base = results / "claims" / str(version) / "replication"
+    for path in (base / "report.json", base / "partial" / paper / "report.json"):
+        rep = _load(path)
+        if rep and any(p.get("paper") == paper for p in rep.get("papers", [])):
+            return f"results/claims/{version}/replication{str(path)[len(str(base)):]}", rep
+    return None
+
+
+def _replication_claims(replication: tuple | None, paper: str) -> list[dict]:
+    return [c for p in (replication or (None, {}))[1].get("papers", []) if p.get("paper") == paper
+            for c in p["claims"]]
+
+
+def short_answer(paper: str, claims_report: dict | None, theory_report: dict | None,
+                 replication: tuple | None = None) -> list[str]:
     emp = [(c["verdict"], c.get("scale", p["scale"].get("scale"))) for p in (claims_report or {}).get("papers", [])
            if p.get("paper") == paper for c in p["claims"]]
     theo = [c["verdict"] for c in (theory_report or {}).get("claims", []) if c.get("paper") == paper]
@@ -72,7 +92,11 @@ def short_answer(paper: str, claims_report: dict | None, theory_report: dict | N
         how = ("the paper scale is the paper's setting but for the reductions listed below" if "paper" in scales
                else "none at the paper's full setting")
         where = f" (scale {', '.join(scales)}; {how})"
-    return ["**In short.** Empirical claims: " + _counts(v for v, _ in emp) + where + ". Theory checks: "
+    rep = _replication_claims(replication, paper)
+    again = (f" Repeated on fresh seeds (the undecided claims' replication, scale "
+             f"{', '.join(sorted({c['scale'] for c in rep}))}): " + _counts(c["verdict"] for c in rep) + "."
+             ) if rep else ""
+    return ["**In short.** Empirical claims: " + _counts(v for v, _ in emp) + where + "." + again + " Theory checks: "
             + _counts(theo) + ". Details, deviations and how to reproduce below.", ""]
 
 
@@ -93,7 +117,31 @@ def stop_reason(c: dict) -> str:
     return why + (f"; closest: {closest['text']}" if closest and closest.get("text") else "")
 
 
-def empirical_section(paper: str, claims_report: dict | None, where: str) -> list[str]:
+def replication_section(paper: str, replication: tuple | None) -> list[str]:
+    """The undecided claims repeated on fresh seeds: their verdicts beside the first stage's, or what is declared
+    and not run yet."""
+    from . import empirical
+    from .empirical.scale import REPLICATION, paper_scales
+
+    declared = paper_scales(empirical.paper(paper), "replication")
+    rep = _replication_claims(replication, paper)
+    if not declared and not rep:
+        return []
+    md = ["### Replication on fresh seeds", "", REPLICATION, ""]
+    if not rep:
+        return md + ["Declared and not run yet: " + "; ".join(
+            f"{', '.join(sc.only)} at the {sc.replicates} scale, seeds {sc.seed_start}-{sc.seed_start + sc.max_seeds - 1}"
+            f" in looks {', '.join(map(str, sc.looks))}, {sc.cpu_minutes:g} CPU-min" for sc in declared)
+            + f" (`fedrepro claims --scale replication --paper {paper}`).", ""]
+    keys = {c["id"]: c.get("key_number", "") for c in replication[1].get("claims", [])}
+    rows = [[c["id"], f"**{c['verdict']}**", c["scale"], seeds_used(c), stop_reason(c), keys.get(c["id"], "")]
+            for c in rep]
+    return md + [f"From `{replication[0]}`:", ""] + _table(
+        ["claim", "verdict", "scale", "seeds", "why it stopped", "key number"], rows) + [""]
+
+
+def empirical_section(paper: str, claims_report: dict | None, where: str,
+                      replication: tuple | None = None) -> list[str]:
     md = ["## Empirical verdicts", ""]
     blocks = [p for p in (claims_report or {}).get("papers", []) if p.get("paper") == paper]
     if not blocks:
@@ -120,7 +168,7 @@ def empirical_section(paper: str, claims_report: dict | None, where: str) -> lis
         sc = p["scale"]
         md += [f"Scale **{sc.get('scale')}** of this report: kept from the paper: " + "; ".join(sc.get("kept", []))
                + ".", "", "Reductions (paper -> here): " + "; ".join(sc.get("reductions", [])) + ".", ""]
-    return md
+    return md + replication_section(paper, replication)
 
 
 def theory_section(paper: str, theory_report: dict | None, where: str) -> list[str]:
@@ -151,10 +199,15 @@ def scales_section(paper: str) -> list[str]:
           f"`theory/empirical/{paper}.py`; `fedrepro claims --paper {paper}` runs them on a CPU, resumable. The "
           "cost plan counts the tuning runs and up to the most paired seeds the plan allows, at the measured "
           "minutes per run.", ""]
-    for sc in paper_scales(mod):
+    for sc in paper_scales(mod) + paper_scales(mod, "replication"):
         d = sc.describe()
         only = ", ".join(d["only"]) if d["only"] else "all claims"
         md += [f"### `{d['scale']}` ({only})", "", d["why"] or "", ""]
+        if d.get("replication"):
+            r = d["replication"]
+            md += [f"A replication of `{r['replicates']}` (`fedrepro claims --scale replication --paper {paper}`): "
+                   f"fresh seeds {r['seeds'][0]}-{r['seeds'][1]}, looks {r['looks']}, its own budget of "
+                   f"{r['cpu_minutes']:g} CPU-min.", ""]
         if d["metrics"]:
             md += ["Metric: " + "; ".join(f"`{a}` measured by `{b}`" for a, b in d["metrics"].items()) + ".", ""]
         md += ["Reductions (paper -> here):", ""] + [f"- {r}" for r in d["reductions"]] + [""]
@@ -219,8 +272,13 @@ def gpu_section(paper: str) -> list[str]:
     md += [f"python3 -m benchmark.cli claims --scale full --paper {paper} --no-run   # the claims on those cells",
            "```", "", "On a CPU, the claims at the scales above:", "", "```bash",
            f"fedrepro claims --paper {paper}            # the full report's scales (see the plan above)",
-           f"fedrepro claims --quick --paper {paper}    # a smoke test in seconds, not a verdict",
-           f"fedrepro report --paper {paper} --publish  # regenerate this page", "```", ""]
+           f"fedrepro claims --quick --paper {paper}    # a smoke test in seconds, not a verdict"]
+    from . import empirical
+    from .empirical.scale import paper_scales
+
+    if paper_scales(empirical.paper(paper), "replication"):
+        md += [f"fedrepro claims --scale replication --paper {paper}   # the undecided claims on fresh seeds"]
+    md += [f"fedrepro report --paper {paper} --publish  # regenerate this page", "```", ""]
     return md
 
 
@@ -261,11 +319,13 @@ def page(paper: str, results: Path, theory_version: str | None = None,
     cv = claims_version or newest(results / "claims", "report.json")
     theory = _load(results / "theory" / str(tv) / "report.json") if tv else None
     claims = _load(results / "claims" / str(cv) / "report.json") if cv else None
+    replication = replication_report(results, cv, paper)
     md = [f"# {n['title']} ({n['cite']})", "",
           f"Does the algorithm do what the paper says? This page is generated by `fedrepro report --paper {paper} --publish` "
           f"from the committed results (theory {tv or '-'}, empirical claims {cv or '-'}); do not edit it by hand.",
-          ""] + short_answer(paper, claims, theory) + ["## What the paper claims", ""] + [f"- {c}" for c in n["claims"]] + [""]
-    md += empirical_section(paper, claims, f"results/claims/{cv}/report.json")
+          ""] + short_answer(paper, claims, theory, replication) + ["## What the paper claims", ""] + [
+              f"- {c}" for c in n["claims"]] + [""]
+    md += empirical_section(paper, claims, f"results/claims/{cv}/report.json", replication)
     md += theory_section(paper, theory, f"results/theory/{tv}/report.json")
     md += implementation_section(paper)
     md += scales_section(paper)

@@ -244,7 +244,8 @@ def replication(scale: CpuScale, claims: list, cpu_minutes: float, why: str, see
     CPU budget (see ``REPLICATION``); named ``<scale>-rep``. Its tuning cells are the scale's own (same settings,
     grids and tuning seed), so they select the same hyperparameters; only the claims' arms are tuned and run."""
     arms = {a for c in claims for a in c.arms}
-    seeds = Reduction("seeds", "as above", f"fresh paired seeds {seed_start}-{seed_start + looks[-1] - 1} in looks "
+    paper_seeds = next((r.paper for r in scale.reductions if r.what == "seeds"), "-")
+    seeds = Reduction("seeds", paper_seeds, f"fresh paired seeds {seed_start}-{seed_start + looks[-1] - 1} in looks "
                       f"{', '.join(map(str, looks))} (a replication of the {scale.name} scale)", "more")
     return dataclasses.replace(
         scale, name=f"{scale.name}-rep", only=tuple(c.id for c in claims), replicates=scale.name,
