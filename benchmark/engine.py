@@ -312,7 +312,7 @@ def aggregate(run: RunState, r: int, ids: np.ndarray, jobs: list[ex.ClientJob], 
               lr: float) -> tuple[RoundInfo, torch.Tensor]:
     """Server update, client states and BatchNorm buffers after the round's local training."""
     dev = run.device
-    n_k = torch.tensor(run.sizes[ids], dtype=torch.float32, device=dev)
+    n_k = torch.tensor(run.sizes[ids], dtype=torch.get_default_dtype(), device=dev)  # float32 (validate: float64)
     weights = n_k / n_k.sum()
     info = RoundInfo(r, torch.from_numpy(ids).to(dev), run.num_clients, n_k,
                      torch.tensor([j.schedule.steps for j in jobs], device=dev), lr)

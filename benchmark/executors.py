@@ -505,7 +505,7 @@ class VectorizedExecutor:
 
         def per_pair(values):  # one value per run -> a (pairs,) tensor
             return torch.tensor([float(v) for v, n in zip(values, sizes) for _ in range(n)],
-                                dtype=torch.float32, device=dev)
+                                dtype=torch.get_default_dtype(), device=dev)  # float32 but in validate's float64
 
         one_lr = len({r.lr for r in runs}) == 1 and not self.compile
         lr_arg = None if one_lr else per_pair([r.lr for r in runs])

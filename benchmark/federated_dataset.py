@@ -66,10 +66,12 @@ class FederatedDataset:
     @classmethod
     def from_tensors(cls, clients: Sequence[tuple[torch.Tensor, torch.Tensor]],
                      test: tuple[torch.Tensor, torch.Tensor], task: str = "classification",
-                     name: str = "custom", num_classes: int | None = None) -> "FederatedDataset":
+                     name: str = "custom", num_classes: int | None = None,
+                     dtype: torch.dtype = torch.float32) -> "FederatedDataset":
         """Bring your own data: one (X_i, y_i) pair per client and a test set.
 
-        Regression uses ``torch.nn.functional.mse_loss`` (mean); classification cross-entropy.
+        Regression uses ``torch.nn.functional.mse_loss`` (mean); classification cross-entropy. Inputs are held
+        as ``dtype`` (float32; ``fedrepro validate``'s float64 problem passes float64).
         """
         if not clients:
             raise ValueError("from_tensors needs at least one client")
@@ -83,5 +85,5 @@ class FederatedDataset:
         sizes = [len(x) for x in xs]
         offsets = torch.cumsum(torch.tensor([0] + sizes), 0)
         idx = [torch.arange(int(offsets[i]), int(offsets[i + 1])) for i in range(len(sizes))]
-        return cls(name, torch.cat(xs).float(), torch.cat(ys), torch.as_tensor(test[0]).float(),
+        return cls(name, torch.cat(xs).to(dtype), torch.cat(ys), torch.as_tensor(test[0]).to(dtype),
                    torch.as_tensor(test[1]), task=task, num_classes=num_classes, clients=idx)

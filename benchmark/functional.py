@@ -158,6 +158,13 @@ class _CounterDropout(torch.nn.Module):
         return x * keep / (1 - self.p)
 
 
+def _like_data(flat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The parameters in the data's floating dtype. Messages are float32, so in a float32 run this returns ``flat``
+    itself; only ``fedrepro validate``'s float64 CNN problem (float64 data and model) computes on the float32
+    parameters it receives in float64 (``benchmark/validate.py``)."""
+    return flat if flat.dtype == x.dtype or not x.is_floating_point() else flat.to(x.dtype)
+
+
 def _with(params: dict, state: dict) -> dict:
     return {**params, **state} if state else params
 
@@ -269,7 +276,7 @@ class FunctionalModel:
         under vmap)."""
         v = self._variants[weighted, True]
         state, slots = self._call_state(v, x, w, rng, buffers, v.calls)
-        out = functional_call(v.module, _with(self.layout.unflatten(flat), state), (x,))
+        out = functional_call(v.module, _with(self.layout.unflatten(_like_data(flat, x)), state), (x,))
         return out, slots
 
     def reference_forward(self, flat: torch.Tensor, x: torch.Tensor, w: torch.Tensor | None = None,
@@ -277,7 +284,7 @@ class FunctionalModel:
         """A frozen model's training-mode forward: BatchNorm on batch statistics, nothing recorded, no dropout."""
         v = self._variants[weighted, False]
         state, _ = self._call_state(v, x, w, None, None, v.calls)
-        return functional_call(v.module, _with(self.layout.unflatten(flat), state), (x,))
+        return functional_call(v.module, _with(self.layout.unflatten(_like_data(flat, x)), state), (x,))
 
     def stage_modules(self) -> list:
         """The training copy of the model as a chain of stages (``benchmark.models.stages``): (module,
@@ -298,7 +305,7 @@ class FunctionalModel:
         mods = self._stages(v)
         if not 0 <= start < len(mods):
             raise ValueError(f"start stage {start} out of range: the model has {len(mods)} stages")
-        params = self.layout.unflatten(flat)
+        params = self.layout.unflatten(_like_data(flat, x))
         outs, h, stats = [], x, {}
         for mod, names, extra in mods[start:]:
             state, slots = self._call_state(v, h, w, rng, buffers, extra)
@@ -333,7 +340,7 @@ class FunctionalModel:
     def evaluate(self, flat: torch.Tensor, buffers: dict, x: torch.Tensor, y: torch.Tensor,
                  batch_size: int = 4096) -> tuple[float, float]:
         """(mean loss, accuracy or None) of the model at ``flat`` on (x, y), in eval mode."""
-        state = dict(self.layout.unflatten(flat))
+        state = dict(self.layout.unflatten(_like_data(flat, x)))
         state.update(buffers)
         total, correct, n = 0.0, 0, len(x)
         for i in range(0, n, batch_size):
