@@ -120,3 +120,40 @@ def test_claims_dry_run_of_the_replications(capsys, tmp_path):
     assert "scale cpu-rep: seeds 100-139, looks [5, 10, 20, 40], claims fedbat.table1.beats_binarized" in out
     assert "scale paper-rep: seeds 100-139" in out and "bherd" not in out
     assert not any(tmp_path.iterdir())
+
+
+def test_no_run_judges_what_is_recorded_and_lists_a_paper_still_running(tmp_path, monkeypatch):
+    """``claims --no-run``: nothing runs; a paper whose next look is not all recorded is listed as under way (its
+    verdicts would be premature), one whose runs are all there is judged as if it had run."""
+    from theory.empirical import report as erep
+
+    paper = toy_paper()
+    rep = paper.REPLICATIONS[0]
+    with pytest.raises(erun.UnderWay, match="tuning: 0 of 2 runs recorded"):
+        erun.run_paper(paper, rep, results_root=tmp_path, progress=False, run_missing=False)
+    done = erun.run_paper(paper, rep, results_root=tmp_path, progress=False)
+    folder = erun.runs_folder(tmp_path, None, "cpu-rep")
+    unrecorded = []  # cells handed to the runner that have no record: --no-run must hand it none
+
+    def no_new_runs(exps, *a, **k):
+        have = {json.loads(p.read_text())["config_hash"] for p in folder.glob("*.json")}
+        unrecorded.extend(e for e in exps if e.config_hash() not in have)
+        return {}
+
+    monkeypatch.setattr(runner, "run_experiments", no_new_runs)
+    again = erun.run_paper(paper, rep, results_root=tmp_path, progress=False, run_missing=False)
+    assert [c["verdict"] for c in again["claims"]] == [c["verdict"] for c in done["claims"]]
+    assert not unrecorded
+    victim = next(p for p in folder.glob("*.json") if json.loads(p.read_text())["config"]["seed"] == 103)
+    victim.unlink()
+    with pytest.raises(erun.UnderWay, match=r"look 1 \(5 seeds\): 9 of 10 runs recorded"):
+        erun.run_paper(paper, rep, results_root=tmp_path, progress=False, run_missing=False)
+    monkeypatch.setattr(empirical, "papers", lambda name=None: [paper])
+    out = erun.run_claims(None, "replication", tmp_path, backend="local", progress=False, run_missing=False,
+                          before=None)
+    assert out["papers"][0]["under_way"] == "look 1 (5 seeds): 9 of 10 runs recorded"
+    md = out["paths"]["markdown"].read_text()
+    assert "**Under way, not judged yet:** toy (cpu-rep scale: look 1 (5 seeds): 9 of 10 runs recorded)." in md
+    assert erep.REPLICATION not in md  # no replicated claim was judged
+    assert out["paths"]["markdown"].parent == tmp_path / "claims" / erun.code_version()["package"] / "replication"
+    assert not unrecorded

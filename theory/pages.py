@@ -128,11 +128,18 @@ def replication_section(paper: str, replication: tuple | None) -> list[str]:
     if not declared and not rep:
         return []
     md = ["### Replication on fresh seeds", "", REPLICATION, ""]
-    if not rep:
+    busy = [p for p in (replication or (None, {}))[1].get("papers", []) if p.get("paper") == paper
+            and p.get("under_way")]
+    if busy:
+        md += [f"Under way ({'; '.join(p['under_way'] for p in busy)}; from `{replication[0]}`): "
+               f"`fedrepro claims --scale replication --paper {paper}` resumes it.", ""]
+    if not rep and not busy:
         return md + ["Declared and not run yet: " + "; ".join(
             f"{', '.join(sc.only)} at the {sc.replicates} scale, seeds {sc.seed_start}-{sc.seed_start + sc.max_seeds - 1}"
             f" in looks {', '.join(map(str, sc.looks))}, {sc.cpu_minutes:g} CPU-min" for sc in declared)
             + f" (`fedrepro claims --scale replication --paper {paper}`).", ""]
+    if not rep:
+        return md
     keys = {c["id"]: c.get("key_number", "") for c in replication[1].get("claims", [])}
     rows = [[c["id"], f"**{c['verdict']}**", c["scale"], seeds_used(c), stop_reason(c), keys.get(c["id"], "")]
             for c in rep]

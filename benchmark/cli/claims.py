@@ -101,7 +101,9 @@ def add_parser(sub) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="print each paper's budget, scales, looks and planned CPU time (the measured cost per run "
                         "times the tuning cells and the most paired seeds); run nothing")
-    p.add_argument("--no-run", action="store_true", help="with --scale full: judge existing suite records only")
+    p.add_argument("--no-run", action="store_true",
+                   help="judge existing records only, run nothing: with --scale full the suite's records; on a CPU "
+                        "scale, a paper whose next runs are not all recorded is listed as under way, not judged")
     p.add_argument("--backend", choices=["local", "process", "ray"], default="local", help="how cells run")
     p.add_argument("--jobs", type=int, default=None, help="parallel workers for --backend process")
     args.results_flags(p, "the report goes to <root>/claims/<version>, its cells' records to .../runs")

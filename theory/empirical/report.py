@@ -264,6 +264,9 @@ def _tuning_lines(p: dict) -> list[str]:
 
 def paper_section(p: dict, before: dict | None = None) -> list[str]:
     sc, b = p["scale"], p["budget"]
+    if p.get("under_way"):
+        return [f"## {p['title']}", "", f"Scale **{sc['scale']}**: under way ({p['under_way']}); its verdicts are "
+                "written once its runs are recorded (the same command without --no-run runs them, resumable).", ""]
     cells = {k: v for k, v in p["cells"].items() if k != "cell_seconds"}
     md = [f"## {p['title']}", "", f"Scale: **{sc['scale']}**" + (f", suite `{sc['suite']}`" if "suite" in sc else "")
           + f"; the cells' runs took {p['cells'].get('cell_seconds', 0) / 60:.1f} min in all (summed as recorded, "
@@ -341,6 +344,9 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
            f"min on {meta['cpus']} CPU(s), backend {meta['backend']} (jobs {meta['jobs']}); load average "
            f"{meta['load_start']} at the start and {meta['load_end']} at the end (other jobs on the machine)."
            + (f" {meta['note']}" if meta.get("note") else ""), "", METHOD, ""]
+    busy = [f"{p['paper']} ({p['scale']['scale']} scale: {p['under_way']})" for p in papers if p.get("under_way")]
+    if busy:
+        md += ["**Under way, not judged yet:** " + "; ".join(busy) + ".", ""]
     if any(c.get("replicates") for c in claims):
         md += [REPLICATION, ""]
     if before:

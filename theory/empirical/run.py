@@ -71,13 +71,28 @@ def _add(counts: dict, more: dict) -> dict:
     return {k: counts.get(k, 0) + more.get(k, 0) for k in set(counts) | set(more)}
 
 
+class UnderWay(Exception):
+    """A CPU scale judged without running (``run_missing=False``) whose next cells are not all recorded yet: its
+    verdicts would be premature. The message says how far it got."""
+
+
+def _require(exps, folder: Path, what: str) -> None:
+    recs = _records(folder) if folder.is_dir() else {}
+    have = sum(e.config_hash() in recs for e in exps)
+    if have < len(exps):
+        raise UnderWay(f"{what}: {have} of {len(exps)} runs recorded")
+
+
 def run_cpu(paper, scale: CpuScale, claims: list, folder: Path, looks: tuple, seeds: tuple, cpu_seconds: float,
-            backend: str, jobs, progress: bool) -> tuple[Judge, dict, dict]:
+            backend: str, jobs, progress: bool, run_missing: bool = True) -> tuple[Judge, dict, dict]:
     """Tune, then run and judge the looks of ``claims`` (see the module docstring) while the cells take less than
-    ``cpu_seconds``; returns the judge, the tuning summary and the cell counts (with "cell_seconds")."""
+    ``cpu_seconds``; returns the judge, the tuning summary and the cell counts (with "cell_seconds").
+    ``run_missing=False``: judge the recorded runs only, raising ``UnderWay`` where a look's runs are missing."""
     pairs = needed(claims)
     bases = {(s, a): scale.base(s, paper.ARMS[a]) for s, a in pairs}
     plans = {(s, a): scale.plan(a) for s, a in pairs}
+    if not run_missing:
+        _require([e for k in pairs for _, _, e in tuning.tuning_cells(bases[k], plans[k])], folder, "tuning")
     recs_t, counts = tuning.tune_all([(bases[k], plans[k]) for k in pairs], folder, backend, jobs, progress,
                                      desc=f"{paper.PAPER}: tuning")
     tuned = dict(zip(pairs, recs_t))
@@ -92,6 +107,8 @@ def run_cpu(paper, scale: CpuScale, claims: list, folder: Path, looks: tuple, se
             judge.finish("cpu")
             break
         exps = finals(judge.needed(), seeds[prev:n])
+        if not run_missing:
+            _require(exps, folder, f"look {k + 1} ({n} seeds)")
         counts = _add(counts, runner.run_experiments(exps, folder, backend, jobs, progress=progress,
                                                      desc=f"{paper.PAPER}: look {k + 1} ({n} seeds)"))
         planned += exps
@@ -185,7 +202,7 @@ def run_paper(paper, scale="cpu", results_root="results", version: str | None = 
             seeds, seconds = tuple(range(looks[-1])), 60 * budget.cpu_minutes - spent_before
         judge, tuned, counts = run_cpu(paper, sc, claims_at(sc, paper.CLAIMS), runs_folder(results_root, version,
                                                                                             sc.name),
-                                       looks, seeds, seconds, backend, jobs, progress)
+                                       looks, seeds, seconds, backend, jobs, progress, run_missing or sc.name == "quick")
     else:
         raise ValueError(f"scale must be cpu, quick, full or a CpuScale, got {scale!r}")
     results = judge.results()
@@ -319,7 +336,15 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     for m in paper_modules(paper):
         spent = 0.0
         for sc in scales_of(m, scale):  # a paper's scales in turn, sharing its CPU budget (a replication: its own)
-            results.append(run_paper(m, sc, results_root, None, backend, jobs, progress, run_missing, looks, spent))
+            try:
+                results.append(run_paper(m, sc, results_root, None, backend, jobs, progress, run_missing, looks,
+                                         spent))
+            except UnderWay as e:  # --no-run: a scale still running is listed, not judged
+                results.append({"paper": m.PAPER, "title": m.TITLE, "scale": sc.describe(), "claims": [],
+                                "under_way": str(e), "budget": {"looks": list(sc.looks or m.BUDGET.looks),
+                                                                "cpu_minutes": sc.cpu_minutes or m.BUDGET.cpu_minutes,
+                                                                "reason": "under way"},
+                                "tuning": {}, "cells": {"cell_seconds": 0.0}, "seconds": 0.0})
             spent += results[-1]["cells"].get("cell_seconds", 0.0)
     meta = {"scale": scale, "quick": scale == "quick", "wall_seconds": time.time() - t0, "cpus": os.cpu_count(),
             "backend": backend, "jobs": jobs, "load_start": load0, "load_end": _load(), "note": note or "",
