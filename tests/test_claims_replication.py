@@ -122,7 +122,7 @@ def test_claims_dry_run_of_the_replications(capsys, tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_no_run_judges_what_is_recorded_and_lists_a_paper_still_running(tmp_path, monkeypatch):
+def test_no_run_judges_what_is_recorded_and_lists_a_paper_still_running(tmp_path, monkeypatch, capsys):
     """``claims --no-run``: nothing runs; a paper whose next look is not all recorded is listed as under way (its
     verdicts would be premature), one whose runs are all there is judged as if it had run."""
     from theory.empirical import report as erep
@@ -155,5 +155,8 @@ def test_no_run_judges_what_is_recorded_and_lists_a_paper_still_running(tmp_path
     md = out["paths"]["markdown"].read_text()
     assert "**Under way, not judged yet:** toy (cpu-rep scale: look 1 (5 seeds): 9 of 10 runs recorded)." in md
     assert erep.REPLICATION not in md  # no replicated claim was judged
+    assert cli.main(["claims", "--scale", "replication", "--no-run", "--results", str(tmp_path), "--before", "none",
+                     "--no-progress"]) == 0
+    assert "toy (cpu-rep scale): under way, not judged (look 1 (5 seeds): 9 of 10 runs" in capsys.readouterr().err
     assert out["paths"]["markdown"].parent == tmp_path / "claims" / erun.code_version()["package"] / "replication"
     assert not unrecorded

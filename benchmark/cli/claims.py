@@ -63,6 +63,10 @@ def cmd_claims(a) -> int:
 
         print(tabulate([[c["id"], c["verdict"], c["seeds"], c["stopped"], key_number(c)] for c in claims],
                        headers=["claim", "verdict", "seeds", "stopped", "key number"], tablefmt="github"))
+    for p in out["papers"]:
+        if p.get("under_way"):
+            print(f"{p['paper']} ({p['scale']['scale']} scale): under way, not judged ({p['under_way']}); run the "
+                  "same command without --no-run to go on", file=sys.stderr)
     if scale == "quick":
         print("quick mode: one look of a few seeds, a smoke test; these are not verdicts", file=sys.stderr)
     print(f"wrote {out['paths']['markdown']}, {out['paths']['json']} and {len(claims)} plots", file=sys.stderr)
