@@ -412,3 +412,30 @@ def test_a_run_records_its_cpu_time():
 
     r = run(Experiment(dataset="digits", model="logreg", num_clients=4, rounds=2, local_steps=1))
     assert r.final["cpu_time"] > 0 and r.final["wall_time"] > 0
+
+
+def test_a_plot_without_spread_names_one_mark_for_seeds_ci_and_mean(tmp_path, monkeypatch):
+    """A deterministic ratio (every seed the same bit count): the dots and the zero-width CI lie under the mean
+    diamond, so the legend names that one mark instead of two entries with nothing visible; with a spread, all
+    three are named."""
+    import matplotlib.figure
+
+    from theory.empirical import report as erep
+
+    labels = []
+    real = matplotlib.figure.Figure.legend
+
+    def spy(self, handles, names, *a, **k):
+        labels.append(list(names))
+        return real(self, handles, names, *a, **k)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "legend", spy)
+    claim = Claim("toy.bits", "toy", "s", "q", "s", "bits_down_per_round", (Comparison("A", "B", "ratio", 10.0, "s"),))
+    for values in ([11.0] * 5, [11.0, 11.5, 12.0, 11.2, 11.9]):
+        judge = Judge([claim], (5,))
+        judge.look_values(0, [values])
+        c = judge.results()[0]
+        c["scale"] = "cpu"
+        erep.plot(c, tmp_path / "p.png")
+    assert labels[0] == ["mean = every seed = the CI (no spread)"]
+    assert labels[1] == ["per seed", "repeated CI (Holm levels)", "mean"]

@@ -294,16 +294,19 @@ def plot(c: dict, path: Path) -> None:
     comps = c["comparisons"]
     many = len({y["setting"] for y in comps}) > 1
     fig, ax = plt.subplots(figsize=(6.4, 1.3 + 0.55 * len(comps)))  # 0.3 in of it: the legend
+    # every seed gave the same value (a deterministic bit count): dots and CI lie under the mean, so one entry
+    flat = all(x["values"] and max(x["values"]) == min(x["values"]) for x in comps)
     for i, x in enumerate(comps):
         y = len(comps) - 1 - i
         if x["values"]:
             ax.scatter([k * v for v in x["values"]], [y] * len(x["values"]), s=14, color="0.45", zorder=3,
-                       label="per seed" if i == 0 else None)
+                       label="per seed" if i == 0 and not flat else None)
         if x["lower"] is not None:
             ax.plot([k * x["lower"], k * x["upper"]], [y, y], color="C0", lw=2.5, zorder=2,
-                    label="repeated CI (Holm levels)" if i == 0 else None)
+                    label="repeated CI (Holm levels)" if i == 0 and not flat else None)
         if x["mean"] is not None:
-            ax.scatter([k * x["mean"]], [y], marker="D", color="C3", s=30, zorder=4, label="mean" if i == 0 else None)
+            ax.scatter([k * x["mean"]], [y], marker="D", color="C3", s=30, zorder=4,
+                       label=("mean = every seed = the CI (no spread)" if flat else "mean") if i == 0 else None)
         ax.plot([k * x["boundary"]] * 2, [y - 0.35, y + 0.35], color="k", ls="--", lw=1)
         if x["negligible"]:
             for s in (-1, 1):
