@@ -114,6 +114,14 @@ def test_the_papers_replications_repeat_only_undecided_claims_on_fresh_seeds(nam
         assert rep.cost_plan()["cpu_minutes"] <= rep.cpu_minutes
 
 
+def test_a_paper_without_a_replication_is_refused_with_the_ones_that_have_one(capsys, tmp_path):
+    assert cli.main(["claims", "--scale", "replication", "--paper", "bherd", "--results", str(tmp_path)]) == 2
+    assert "bherd declares no replication; papers with one: fedbat, gradma, lfl" in capsys.readouterr().err
+    assert cli.main(["claims", "--scale", "replication", "--paper", "lfl", "--looks", "5", "--results",
+                     str(tmp_path)]) == 2
+    assert "--looks cannot replace them" in capsys.readouterr().err
+
+
 def test_claims_dry_run_of_the_replications(capsys, tmp_path):
     assert cli.main(["claims", "--scale", "replication", "--dry-run", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out

@@ -329,6 +329,9 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
 
     if scale == "replication" and before == "previous":  # beside a replication: the first stage it repeats
         before = code_version()["package"]
+    if scale == "replication" and not any(paper_scales(m, "replication") for m in paper_modules(paper)):
+        have = [m.PAPER for m in paper_modules() if paper_scales(m, "replication")]
+        raise ValueError(f"{paper or 'no paper'} declares no replication; papers with one: {', '.join(have)}")
     prev = before_report(results_root, before)
 
     t0, load0 = time.time(), _load()
