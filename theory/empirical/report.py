@@ -298,9 +298,9 @@ def plot(c: dict, path: Path) -> None:
     flat = all(x["values"] and max(x["values"]) == min(x["values"]) for x in comps)
     for i, x in enumerate(comps):
         y = len(comps) - 1 - i
-        if x["values"]:
-            ax.scatter([k * v for v in x["values"]], [y] * len(x["values"]), s=14, color="0.45", zorder=3,
-                       label="per seed" if i == 0 and not flat else None)
+        if x["values"]:  # just above the row: on it, 40 seeds' dots covered the interval
+            ax.scatter([k * v for v in x["values"]], [y + (0 if flat else 0.18)] * len(x["values"]), s=12,
+                       color="0.45", zorder=3, label="per seed" if i == 0 and not flat else None)
         if x["lower"] is not None:
             ax.plot([k * x["lower"], k * x["upper"]], [y, y], color="C0", lw=2.5, zorder=2,
                     label="repeated CI (Holm levels)" if i == 0 and not flat else None)
@@ -352,7 +352,10 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
         md += ["**Under way, not judged yet:** " + "; ".join(busy) + ".", ""]
     if any(c.get("replicates") for c in claims):
         md += [REPLICATION, ""]
-    if before:
+    if before and any(c.get("replicates") for c in claims):
+        md += [f"The spread of each comparison (the sd of its per-seed differences) is shown beside its spread in the "
+               f"first stage (the {before['version']} report): the same scale on other seeds.", ""]
+    elif before:
         md += [f"The spread of each comparison (the sd of its per-seed differences) is shown beside its spread in the "
                f"{before['version']} report, with that report's metric where it differs: what the scales and "
                f"metrics of this version changed.", ""]

@@ -211,8 +211,7 @@ def run_paper(paper, scale="cpu", results_root="results", version: str | None = 
         if getattr(sc, "replicates", ""):
             r["replicates"] = sc.replicates
     if getattr(sc, "replicates", ""):
-        budget = Budget(sc.looks, sc.cpu_minutes, f"a replication of the {sc.replicates} scale on fresh seeds "
-                        f"{sc.seed_start}-{sc.seed_start + sc.max_seeds - 1}: {sc.why}")
+        budget = Budget(sc.looks, sc.cpu_minutes, f"a replication of the {sc.replicates} scale: {sc.why}")
     return {"paper": paper.PAPER, "title": paper.TITLE, "scale": sc.describe(), "claims": results,
             "budget": {"looks": list(judge.looks), "cpu_minutes": budget.cpu_minutes, "reason": budget.reason},
             "tuning": tuned, "cells": counts, "seconds": time.perf_counter() - t0}
