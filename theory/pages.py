@@ -76,9 +76,13 @@ def replication_report(results: Path, version: str | None, paper: str) -> tuple[
     return None
 
 
+def _replication_blocks(replication: tuple | None, paper: str) -> list[dict]:
+    """``paper``'s entries (one per replicated scale) of a replication report."""
+    return [p for p in (replication or (None, {}))[1].get("papers", []) if p.get("paper") == paper]
+
+
 def _replication_claims(replication: tuple | None, paper: str) -> list[dict]:
-    return [c for p in (replication or (None, {}))[1].get("papers", []) if p.get("paper") == paper
-            for c in p["claims"]]
+    return [c for p in _replication_blocks(replication, paper) for c in p["claims"]]
 
 
 def short_answer(paper: str, claims_report: dict | None, theory_report: dict | None,
@@ -128,8 +132,7 @@ def replication_section(paper: str, replication: tuple | None) -> list[str]:
     if not declared and not rep:
         return []
     md = ["### Replication on fresh seeds", "", REPLICATION, ""]
-    busy = [p for p in (replication or (None, {}))[1].get("papers", []) if p.get("paper") == paper
-            and p.get("under_way")]
+    busy = [p for p in _replication_blocks(replication, paper) if p.get("under_way")]
     if busy:
         md += [f"Under way ({'; '.join(p['under_way'] for p in busy)}; from `{replication[0]}`): "
                f"`fedrepro claims --scale replication --paper {paper}` resumes it.", ""]

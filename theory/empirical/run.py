@@ -206,11 +206,12 @@ def run_paper(paper, scale="cpu", results_root="results", version: str | None = 
     else:
         raise ValueError(f"scale must be cpu, quick, full or a CpuScale, got {scale!r}")
     results = judge.results()
+    replicates = getattr(sc, "replicates", "")  # a FullScale has none
     for r in results:
         r["scale"] = sc.name
-        if getattr(sc, "replicates", ""):
-            r["replicates"] = sc.replicates
-    if getattr(sc, "replicates", ""):
+        if replicates:
+            r["replicates"] = replicates
+    if replicates:
         budget = Budget(sc.looks, sc.cpu_minutes, f"a replication of the {sc.replicates} scale: {sc.why}")
     return {"paper": paper.PAPER, "title": paper.TITLE, "scale": sc.describe(), "claims": results,
             "budget": {"looks": list(judge.looks), "cpu_minutes": budget.cpu_minutes, "reason": budget.reason},
