@@ -137,7 +137,7 @@ def test_no_run_judges_what_is_recorded_and_lists_a_paper_still_running(tmp_path
 
     paper = toy_paper()
     rep = paper.REPLICATIONS[0]
-    with pytest.raises(erun.UnderWay, match="tuning: 0 of 2 runs recorded"):
+    with pytest.raises(erun.UnderWay, match="tuning: not started, 0 of 2 runs recorded"):
         erun.run_paper(paper, rep, results_root=tmp_path, progress=False, run_missing=False)
     done = erun.run_paper(paper, rep, results_root=tmp_path, progress=False)
     folder = erun.runs_folder(tmp_path, None, "cpu-rep")

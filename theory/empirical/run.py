@@ -80,7 +80,7 @@ def _require(exps, folder: Path, what: str) -> None:
     recs = _records(folder) if folder.is_dir() else {}
     have = sum(e.config_hash() in recs for e in exps)
     if have < len(exps):
-        raise UnderWay(f"{what}: {have} of {len(exps)} runs recorded")
+        raise UnderWay(f"{what}: {'not started, ' if have == 0 else ''}{have} of {len(exps)} runs recorded")
 
 
 def run_cpu(paper, scale: CpuScale, claims: list, folder: Path, looks: tuple, seeds: tuple, cpu_seconds: float,
