@@ -350,15 +350,15 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
     busy = [f"{p['paper']} ({p['scale']['scale']} scale: {p['under_way']})" for p in papers if p.get("under_way")]
     if busy:
         md += ["**Under way, not judged yet:** " + "; ".join(busy) + ".", ""]
-    if any(c.get("replicates") for c in claims):
+    replicated = any(c.get("replicates") for c in claims)
+    if replicated:
         md += [REPLICATION, ""]
-    if before and any(c.get("replicates") for c in claims):
-        md += [f"The spread of each comparison (the sd of its per-seed differences) is shown beside its spread in the "
-               f"first stage (the {before['version']} report): the same scale on other seeds.", ""]
-    elif before:
-        md += [f"The spread of each comparison (the sd of its per-seed differences) is shown beside its spread in the "
-               f"{before['version']} report, with that report's metric where it differs: what the scales and "
-               f"metrics of this version changed.", ""]
+    if before:
+        against = (f"first stage (the {before['version']} report): the same scale on other seeds." if replicated else
+                   f"{before['version']} report, with that report's metric where it differs: what the scales and "
+                   f"metrics of this version changed.")
+        md += ["The spread of each comparison (the sd of its per-seed differences) is shown beside its spread in the "
+               + against, ""]
     rows = [[f"[{c['id']}](#{anchor(claim_title(c))})", c["paper"], f"**{c['verdict']}**", c["scale"], c["seeds"],
              _cell(c["stopped"]), _cell(key_number(c))] for c in claims]
     return md + [tabulate(rows, headers=["claim", "paper", "verdict", "scale", "seeds", "stopped", "key number"],
