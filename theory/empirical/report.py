@@ -317,7 +317,8 @@ def plot(c: dict, path: Path) -> None:
                        fontsize=8)
     what = "ratio B / A" if unit == "x" else f"paired difference A - B ({unit})"
     ax.set_xlabel(f"{what}; dashed: the claim's boundary", fontsize=8)
-    ax.set_title(f"{c['id']}: {c['verdict']} ({c['scale']} scale, {c['seeds']} seeds)", fontsize=9)
+    # over the figure, not the axes: the y labels push the axes right, and a long claim id ran past the edge
+    fig.suptitle(f"{c['id']}: {c['verdict']} ({c['scale']} scale, {c['seeds']} seeds)", fontsize=9)
     ax.grid(alpha=0.3, axis="x")
     # one row below the axes, in a strip of its own: inside them it covered the lowest comparison's interval
     strip = 0.3 / fig.get_figheight()
