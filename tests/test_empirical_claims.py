@@ -271,7 +271,7 @@ def test_the_fixed_five_seed_records_of_0_2_0_get_a_clear_answer():
     for r in got.values():
         assert r["verdict"] in VERDICTS
         if r["verdict"] == "INCONCLUSIVE":
-            assert r["stopped"] == "seeds" and r["closest"]["text"].startswith("closest to ")
+            assert r["stopped"] == "seeds" and r["closest"]["text"].startswith(("closest to ", "no decision came closer"))
     assert got["lfl.eq16.downlink_bits"]["verdict"] == "SUPPORTED"
     assert got["bherd.fig2a.faster"]["verdict"] == "NEGLIGIBLE"  # Case 1: +0.62 points, spread 0.03
     assert sum(r["verdict"] != "INCONCLUSIVE" for r in got.values()) == 4
@@ -294,8 +294,8 @@ def test_report_writes_every_documented_key_and_says_what_each_verdict_means(tmp
               Claim("toy.open", "toy", "src", "q", "s", "final_accuracy", (Comparison("A", "C", "superior", 0.0, "s"),),
                     margin=point)]
     judge = Judge(claims, (6,))
-    judge.look_values(0, [[0.002, 0.0021, 0.0019, 0.002, 0.0022, 0.0018], [0.01, -0.02, 0.03, 0.0, 0.02, -0.01]])
-    res = judge.results()
+    judge.look_values(0, [[0.002, 0.0021, 0.0019, 0.002, 0.0022, 0.0018], [0.01, -0.02, 0.03, 0.0, 0.02, -0.011]])
+    res = judge.results()  # (-0.01 last would put the mean, +0.5 points, exactly halfway: a tie of two decisions)
     for r in res:
         r["scale"] = "cpu"
     paper = {"paper": "toy", "title": "Toy", "scale": {"scale": "cpu"}, "claims": res, "tuning": {},

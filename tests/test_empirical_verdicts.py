@@ -224,3 +224,27 @@ def test_not_supported_names_each_setting_when_a_claim_has_several():
     assert "Smallest effect that matters: 1 point of accuracy." in text
     one = "\n".join(verdict_lines({**c, "comparisons": [{**comp, "setting": "iid"}]}))
     assert "A's difference from B is shown" in one
+
+
+def test_a_tie_of_p_values_names_no_closest_decision():
+    """When every family's Holm-adjusted p-value is the same (all at the cap of 1, as for a mean near 0 with a
+    wide interval), the sentence says that no decision came closer and gives each tied family's distance; the
+    planning figure names the tied decision fewest seeds would reach, not the first family in order."""
+    from theory.empirical.judge import closest
+    comp = {"a": "A", "b": "B", "mean": -0.008, "lower": -0.126, "upper": 0.075, "boundary": 0.0, "negligible": 0.01}
+    tie = {SUPPORTED: 1.0, CONTRADICTED: 1.0, NEGLIGIBLE: 1.0}
+    seeds = {SUPPORTED: None, CONTRADICTED: 900, NEGLIGIBLE: 120}
+    out = closest(tie, [comp], 0.05, "final_accuracy", seeds.get)
+    assert out["text"].startswith("no decision came closer than another")
+    assert out["tied"] == [SUPPORTED, CONTRADICTED, NEGLIGIBLE]
+    assert "lower end is 12.60 points below" in out["text"] and "upper end is 7.50 points above" in out["text"]
+    assert "negligible band [-1.00 points, 1.00 points]" in out["text"]
+    assert out["verdict"] == NEGLIGIBLE and out["seeds_to_reach"] == 120
+    line = verdict_lines({"verdict": INCONCLUSIVE, "scale": "cpu", "why_stopped": "its seed budget is spent",
+                          "metric": "final_accuracy", "direction": "superior", "margin": None, "comparisons": [],
+                          "p_holm": tie, "alpha": 0.05, "closest": out})
+    assert any("would reach NEGLIGIBLE, the nearest of the tied decisions" in x for x in line)
+    # no tie: the smallest p-value names its family, as before
+    one = closest({SUPPORTED: 0.3, CONTRADICTED: 1.0, NEGLIGIBLE: 1.0}, [comp], 0.05, "final_accuracy", seeds.get)
+    assert one["text"].startswith("closest to SUPPORTED") and one["tied"] == [SUPPORTED]
+    assert one["seeds_to_reach"] is None

@@ -157,8 +157,7 @@ class Judge:
                "comparisons": comps, "alpha": self.alpha}
         out["seeds_used"], out["stop_reason"] = out["seeds"], out["why_stopped"]  # the names the paper pages read
         if out["verdict"] == "INCONCLUSIVE":
-            out["closest"] = closest(p_holm, comps, self.alpha, c.metric)
-            out["closest"]["seeds_to_reach"] = self._reach(i, out["closest"]["verdict"])
+            out["closest"] = closest(p_holm, comps, self.alpha, c.metric, lambda f: self._reach(i, f))
         shown = self.companions.get(c.metric)
         if shown:
             out["companion"] = {"metric": shown, "comparisons": [self._companion(j, shown, x) for j, x in zip(
@@ -240,24 +239,54 @@ class Judge:
         return min((n for n in need if n is not None), default=None)
 
 
-def closest(p_holm: dict, comps: list[dict], alpha: float, metric: str) -> dict:
+def closest(p_holm: dict, comps: list[dict], alpha: float, metric: str, reach=None) -> dict:
     """The decision an INCONCLUSIVE claim came closest to: the family with the smallest Holm-adjusted repeated
-    p-value, with a sentence."""
-    f = min(FAMILIES, key=lambda v: p_holm[v])
+    p-value, with a sentence and the interval's distance to that decision's boundary.
+
+    When several families share the smallest p-value (typically all at 1, the cap), no decision came closer than
+    another, and the sentence says so rather than naming the first in order: it gives the distances for each
+    tied family, and ``verdict`` is the tied family that ``reach(family)`` (seeds at the observed means and
+    spreads, a planning figure) says the fewest seeds would reach, or None when none would. ``tied`` lists the
+    tied families; ``seeds_to_reach`` is ``reach(verdict)``."""
+    low = min(p_holm[v] for v in FAMILIES)
+    tied = [v for v in FAMILIES if p_holm[v] <= low + 1e-12]
     k, unit = METRICS[metric][3], METRICS[metric][2]
-    gaps = []
+    need = {f: (reach(f) if reach else None) for f in tied}
+    if len(tied) == 1:
+        f = tied[0]
+        head = f"closest to {f}: Holm-adjusted repeated p-value {p_holm[f]:.3g} (a verdict needs <= {alpha:g})"
+    else:
+        reachable = [v for v in tied if need[v]]
+        f = min(reachable, key=lambda v: need[v]) if reachable else None
+        head = (f"no decision came closer than another: {_and(tied)} share the Holm-adjusted repeated p-value "
+                f"{low:.3g} (a verdict needs <= {alpha:g})")
+    gaps = [g for v in tied for g in _gaps(v, comps, k, unit)]
+    text = head + (f"; {'; '.join(gaps)}" if gaps else "")
+    return {"verdict": f, "p_holm": low, "text": text, "tied": tied, "seeds_to_reach": need.get(f)}
+
+
+def _gaps(f: str, comps: list[dict], k: float, unit: str) -> list[str]:
+    """How far each comparison's repeated interval is from family ``f``'s boundary (comparisons that reach it are
+    left out)."""
+    out = []
     for x in comps:
         if x["mean"] is None or x["lower"] is None:
             continue
         if f == "SUPPORTED" and x["lower"] <= x["boundary"]:
-            gaps.append(f"{x['a']} - {x['b']}: the interval's lower end is {_fmt(x['boundary'] - x['lower'], k, unit)} "
-                        f"below {_fmt(x['boundary'], k, unit)}")
+            out.append(f"{x['a']} - {x['b']}: the interval's lower end is {_fmt(x['boundary'] - x['lower'], k, unit)} "
+                       f"below {_fmt(x['boundary'], k, unit)}")
         elif f == "CONTRADICTED" and x["upper"] >= x["boundary"]:
-            gaps.append(f"{x['a']} - {x['b']}: the interval's upper end is {_fmt(x['upper'] - x['boundary'], k, unit)} "
-                        f"above {_fmt(x['boundary'], k, unit)}")
-    text = (f"closest to {f}: Holm-adjusted repeated p-value {p_holm[f]:.3g} (a verdict needs <= {alpha:g})"
-            + (f"; {'; '.join(gaps)}" if gaps else ""))
-    return {"verdict": f, "p_holm": p_holm[f], "text": text}
+            out.append(f"{x['a']} - {x['b']}: the interval's upper end is {_fmt(x['upper'] - x['boundary'], k, unit)} "
+                       f"above {_fmt(x['boundary'], k, unit)}")
+        elif f == "NEGLIGIBLE" and x.get("negligible"):
+            lo, hi = -x["negligible"], x["negligible"]
+            out.append(f"{x['a']} - {x['b']}: the interval [{_fmt(x['lower'], k, unit)}, {_fmt(x['upper'], k, unit)}] "
+                       f"against the negligible band [{_fmt(lo, k, unit)}, {_fmt(hi, k, unit)}]")
+    return out
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def _fmt(v: float, k: float, unit: str) -> str:

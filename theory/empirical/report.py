@@ -10,7 +10,8 @@
   INCONCLUSIVE), ``scale``, ``metric``, ``key_number`` (mean difference and interval per comparison),
   ``seeds`` (the most paired seeds a comparison used; also as ``seeds_used``), ``stopped`` ("decided", "seeds",
   "cpu" or "no runs"), ``why_stopped`` (a sentence; also as ``stop_reason``), ``margin`` ({value, reason} in the metric's unit, or null), ``closest`` (for
-  INCONCLUSIVE: {verdict, p_holm, text, seeds_to_reach}, else null);
+  INCONCLUSIVE: {verdict, p_holm, text, tied, seeds_to_reach}, else null; ``tied`` lists the families sharing the
+  smallest p-value, and with several ``verdict`` is the one fewest seeds would reach, or null);
 * ``papers``: per paper ``paper``, ``title``, ``scale`` (the scale's description), ``budget`` ({looks,
   cpu_minutes, reason}), ``tuning``, ``cells`` (counts and ``cell_seconds``), ``seconds``, and ``claims``: the
   full claim dicts of ``judge.Judge.results``: the summary keys plus ``source``, ``quote``, ``statement``,
@@ -139,8 +140,10 @@ def verdict_lines(c: dict) -> list[str]:
         md.append(f"Closest decision: {c['closest']['text']}.")
         reach = c["closest"].get("seeds_to_reach")
         if reach:
-            md.append(f"At the observed means and spreads about {_seeds(reach)} paired seeds would reach that "
-                      f"decision (a planning figure: even odds at a single look).")
+            which = (f"{c['closest']['verdict']}, the nearest of the tied decisions by this figure"
+                     if len(c["closest"].get("tied") or ()) > 1 else c["closest"]["verdict"])
+            md.append(f"At the observed means and spreads about {_seeds(reach)} paired seeds would reach {which} "
+                      f"(a planning figure: even odds at a single look).")
     return md + [""]
 
 
