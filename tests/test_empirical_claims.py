@@ -439,3 +439,42 @@ def test_a_plot_without_spread_names_one_mark_for_seeds_ci_and_mean(tmp_path, mo
         erep.plot(c, tmp_path / "p.png")
     assert labels[0] == ["mean = every seed = the CI (no spread)"]
     assert labels[1] == ["per seed", "repeated CI (Holm levels)", "mean"]
+
+
+def test_rerender_rewrites_a_report_from_its_json_alone(tmp_path, capsys):
+    """``claims --rerender`` (report.rerender) on a written report with no run records: the markdown comes back
+    the same but for the header's code line, which names the code that judged the records; a closest-decision
+    sentence spoiled in report.json (standing in for an older wording) is recomputed from the comparisons; the
+    verdicts and numbers are untouched. Without a report there it says what to do."""
+    from theory.empirical import report as erep
+
+    point = Margin(0.01, "1 point (test)")
+    claims = [Claim("toy.open", "toy", "src", "q", "s", "final_accuracy", (Comparison("A", "C", "superior", 0.0, "s"),),
+                    margin=point)]
+    judge = Judge(claims, (6,))
+    judge.look_values(0, [[0.01, -0.02, 0.03, 0.0, 0.02, -0.011]])
+    res = judge.results()
+    res[0]["scale"] = "cpu"
+    paper = {"paper": "toy", "title": "Toy", "scale": {"scale": "cpu"}, "claims": res, "tuning": {},
+             "budget": {"looks": [6], "cpu_minutes": 1, "reason": "test"}, "cells": {"cell_seconds": 0.0}, "seconds": 0}
+    meta = {"scale": "cpu", "quick": False, "wall_seconds": 1.0, "cpus": 2, "backend": "local", "jobs": None,
+            "load_start": "?", "load_end": "?", "note": "", "looks": None}
+    folder = tmp_path / "claims" / "0.3.0"
+    paths = erep.write_report([paper], folder, meta)
+    md0, js0 = paths["markdown"].read_text(), json.loads(paths["json"].read_text())
+    judged = dict(js0["code_version"], git_commit="0" * 40, git_dirty=False)
+    spoiled = json.loads(json.dumps(js0))
+    spoiled["code_version"] = judged
+    spoiled["papers"][0]["claims"][0]["closest"] = {"verdict": "SUPPORTED", "text": "an older wording", "p_holm": 1.0,
+                                                    "seeds_to_reach": None}
+    paths["json"].write_text(json.dumps(spoiled))
+    assert cli.main(["claims", "--rerender", "--results", str(tmp_path)]) == 0
+    md1, js1 = paths["markdown"].read_text(), json.loads(paths["json"].read_text())
+    assert "an older wording" not in md1
+    assert js1["papers"][0]["claims"][0]["closest"] == js0["papers"][0]["claims"][0]["closest"]
+    assert js1["meta"]["judged_by"] == judged and f"Code {'0' * 40} judged the records" in md1
+    assert md1.splitlines()[3:] == md0.splitlines()[3:] and md1.splitlines()[:2] == md0.splitlines()[:2]
+    assert js1["claims"] == js0["claims"]
+    capsys.readouterr()
+    assert cli.main(["claims", "--rerender", "--results", str(tmp_path / "nothing")]) == 2
+    assert "no claims report to re-render" in capsys.readouterr().err

@@ -230,21 +230,25 @@ def test_a_tie_of_p_values_names_no_closest_decision():
     """When every family's Holm-adjusted p-value is the same (all at the cap of 1, as for a mean near 0 with a
     wide interval), the sentence says that no decision came closer and gives each tied family's distance; the
     planning figure names the tied decision fewest seeds would reach, not the first family in order."""
-    from theory.empirical.judge import closest
-    comp = {"a": "A", "b": "B", "mean": -0.008, "lower": -0.126, "upper": 0.075, "boundary": 0.0, "negligible": 0.01}
+    from theory.empirical.judge import closest, seeds_to_reach_family
+    lv = {SUPPORTED: 0.0125, CONTRADICTED: 0.0125, NEGLIGIBLE: 0.0125}
+    comp = {"a": "A", "b": "B", "mean": -0.0082, "sd": 0.05, "lower": -0.126, "upper": 0.075, "boundary": 0.0,
+            "negligible": 0.01, "levels": lv}
     tie = {SUPPORTED: 1.0, CONTRADICTED: 1.0, NEGLIGIBLE: 1.0}
-    seeds = {SUPPORTED: None, CONTRADICTED: 900, NEGLIGIBLE: 120}
-    out = closest(tie, [comp], 0.05, "final_accuracy", seeds.get)
+    out = closest(tie, [comp], 0.05, "final_accuracy")
     assert out["text"].startswith("no decision came closer than another")
     assert out["tied"] == [SUPPORTED, CONTRADICTED, NEGLIGIBLE]
     assert "lower end is 12.60 points below" in out["text"] and "upper end is 7.50 points above" in out["text"]
     assert "negligible band [-1.00 points, 1.00 points]" in out["text"]
-    assert out["verdict"] == NEGLIGIBLE and out["seeds_to_reach"] == 120
+    # a mean of -0.82 points is nearer CONTRADICTED's boundary (0) than NEGLIGIBLE's (-1 point); SUPPORTED is away
+    need = {f: seeds_to_reach_family(f, [comp]) for f in tie}
+    assert need[SUPPORTED] is None and need[CONTRADICTED] < need[NEGLIGIBLE]
+    assert out["verdict"] == CONTRADICTED and out["seeds_to_reach"] == need[CONTRADICTED]
     line = verdict_lines({"verdict": INCONCLUSIVE, "scale": "cpu", "why_stopped": "its seed budget is spent",
                           "metric": "final_accuracy", "direction": "superior", "margin": None, "comparisons": [],
                           "p_holm": tie, "alpha": 0.05, "closest": out})
-    assert any("would reach NEGLIGIBLE, the nearest of the tied decisions" in x for x in line)
+    assert any("would reach CONTRADICTED, the nearest of the tied decisions" in x for x in line)
     # no tie: the smallest p-value names its family, as before
-    one = closest({SUPPORTED: 0.3, CONTRADICTED: 1.0, NEGLIGIBLE: 1.0}, [comp], 0.05, "final_accuracy", seeds.get)
+    one = closest({SUPPORTED: 0.3, CONTRADICTED: 1.0, NEGLIGIBLE: 1.0}, [comp], 0.05, "final_accuracy")
     assert one["text"].startswith("closest to SUPPORTED") and one["tied"] == [SUPPORTED]
     assert one["seeds_to_reach"] is None

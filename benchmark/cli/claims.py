@@ -42,11 +42,30 @@ def show_plan(a) -> int:
     return 0
 
 
+def rerender(a, scale: str) -> int:
+    """``--rerender``: rewrite a written report from its own report.json (``theory.empirical.report.rerender``)."""
+    from theory.empirical.report import rerender as rewrite
+    from theory.empirical.run import before_report, report_folder
+
+    root = args.results_root(a)
+    folder = report_folder(root, scale, a.paper, a.out)
+    if not (folder / "report.json").is_file():
+        raise FileNotFoundError(f"no claims report to re-render at {folder}/report.json: write one first with the "
+                                "same flags without --rerender")
+    before = json.loads((folder / "report.json").read_text()).get("before")
+    paths = rewrite(folder, before_report(root, before) if before else None)
+    print(f"re-rendered {paths['markdown']}, {paths['json']} and the plots from {folder}/report.json (no run)",
+          file=sys.stderr)
+    return 0
+
+
 def cmd_claims(a) -> int:
     from theory.empirical.report import key_number
 
     if a.dry_run:
         return show_plan(a)
+    if a.rerender:
+        return rerender(a, "quick" if a.quick else a.scale)
     from theory.empirical.run import run_claims
 
     scale = "quick" if a.quick else a.scale
@@ -108,6 +127,11 @@ def add_parser(sub) -> None:
     p.add_argument("--no-run", action="store_true",
                    help="judge existing records only, run nothing: with --scale full the suite's records; on a CPU "
                         "scale, a paper whose next runs are not all recorded is listed as under way, not judged")
+    p.add_argument("--rerender", action="store_true",
+                   help="rewrite the report written for these flags (report.md, plots, report.json's derived text) "
+                        "from its own report.json, with no run records and no run: after a change to the report's "
+                        "wording or plots; verdicts and numbers stay as judged, and the header names the code that "
+                        "judged them (the spreads beside them: the version the report already names)")
     p.add_argument("--backend", choices=["local", "process", "ray"], default="local", help="how cells run")
     p.add_argument("--jobs", type=int, default=None, help="parallel workers for --backend process")
     args.results_flags(p, "the report goes to <root>/claims/<version>, its cells' records to .../runs")

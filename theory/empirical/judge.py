@@ -157,7 +157,7 @@ class Judge:
                "comparisons": comps, "alpha": self.alpha}
         out["seeds_used"], out["stop_reason"] = out["seeds"], out["why_stopped"]  # the names the paper pages read
         if out["verdict"] == "INCONCLUSIVE":
-            out["closest"] = closest(p_holm, comps, self.alpha, c.metric, lambda f: self._reach(i, f))
+            out["closest"] = closest(p_holm, comps, self.alpha, c.metric)
         shown = self.companions.get(c.metric)
         if shown:
             out["companion"] = {"metric": shown, "comparisons": [self._companion(j, shown, x) for j, x in zip(
@@ -220,38 +220,40 @@ class Judge:
             return "uninformative"
         return "undecided"
 
-    def _reach(self, i: int, family: str) -> int | None:
-        """Seeds at which the observed means and sds would reach ``family``'s boundary for claim i (all its
-        comparisons for SUPPORTED, one for CONTRADICTED or NEGLIGIBLE): a planning figure, even odds at one
-        look (``sequential.seeds_to_reach``); None when the observed values point the other way."""
-        need = []
-        for j, (ci, _) in enumerate(self.comps):
-            if ci != i or not self.trace[j]:
-                continue
-            last, spec = self.trace[j][-1], self.tracker.specs[j]
-            e = {"SUPPORTED": last["mean"] - spec.boundary, "CONTRADICTED": spec.boundary - last["mean"],
-                 "NEGLIGIBLE": spec.negligible - abs(last["mean"])}[family]
-            if family == "NEGLIGIBLE" and not spec.negligible:
-                continue
-            need.append(seeds_to_reach(e, last["sd"], self._levels(j)[family]) if e > 0 else None)
-        if family == "SUPPORTED":
-            return None if not need or None in need else max(need)
-        return min((n for n in need if n is not None), default=None)
+
+def seeds_to_reach_family(family: str, comps: list[dict]) -> int | None:
+    """Seeds at which a claim's comparisons (the report's dicts: mean, sd, boundary, negligible, levels) would
+    reach ``family``'s boundary at their observed means and sds (all of them for SUPPORTED, one for CONTRADICTED
+    or NEGLIGIBLE): a planning figure, even odds at one look (``sequential.seeds_to_reach``); None when the
+    observed values point the other way. Computed from the reported comparisons alone, so a committed report.json
+    can be re-rendered without its run records."""
+    need = []
+    for x in comps:
+        if x.get("mean") is None or x.get("sd") is None:
+            continue
+        if family == "NEGLIGIBLE" and not x["negligible"]:
+            continue
+        e = {"SUPPORTED": x["mean"] - x["boundary"], "CONTRADICTED": x["boundary"] - x["mean"],
+             "NEGLIGIBLE": (x["negligible"] or 0.0) - abs(x["mean"])}[family]
+        need.append(seeds_to_reach(e, x["sd"], x["levels"][family]) if e > 0 else None)
+    if family == "SUPPORTED":
+        return None if not need or None in need else max(need)
+    return min((n for n in need if n is not None), default=None)
 
 
-def closest(p_holm: dict, comps: list[dict], alpha: float, metric: str, reach=None) -> dict:
+def closest(p_holm: dict, comps: list[dict], alpha: float, metric: str) -> dict:
     """The decision an INCONCLUSIVE claim came closest to: the family with the smallest Holm-adjusted repeated
     p-value, with a sentence and the interval's distance to that decision's boundary.
 
     When several families share the smallest p-value (typically all at 1, the cap), no decision came closer than
     another, and the sentence says so rather than naming the first in order: it gives the distances for each
-    tied family, and ``verdict`` is the tied family that ``reach(family)`` (seeds at the observed means and
-    spreads, a planning figure) says the fewest seeds would reach, or None when none would. ``tied`` lists the
-    tied families; ``seeds_to_reach`` is ``reach(verdict)``."""
+    tied family, and ``verdict`` is the tied family that the fewest seeds would reach at the observed means and
+    spreads (``seeds_to_reach_family``, a planning figure), or None when none would. ``tied`` lists the tied
+    families; ``seeds_to_reach`` is that figure for ``verdict``."""
     low = min(p_holm[v] for v in FAMILIES)
     tied = [v for v in FAMILIES if p_holm[v] <= low + 1e-12]
     k, unit = METRICS[metric][3], METRICS[metric][2]
-    need = {f: (reach(f) if reach else None) for f in tied}
+    need = {f: seeds_to_reach_family(f, comps) for f in tied}
     if len(tied) == 1:
         f = tied[0]
         head = f"closest to {f}: Holm-adjusted repeated p-value {p_holm[f]:.3g} (a verdict needs <= {alpha:g})"
@@ -301,4 +303,4 @@ def stop_text(reason: str, comps: list[dict], looks: tuple) -> str:
     return f"{REASONS.get(reason, reason)} (looks {list(looks)}; seeds per comparison: {seeds})"
 
 
-__all__ = ["Judge", "closest", "OPEN"]
+__all__ = ["Judge", "closest", "seeds_to_reach_family", "OPEN"]

@@ -4,7 +4,8 @@
 ``report.json`` (read by ``benchmark.report.claim_verdicts``, ``benchmark.compare`` and the paper pages):
 
 * ``code_version``, ``environment``, ``meta`` (scale, quick, wall_seconds, cpus, backend, jobs, load_start,
-  load_end, note, looks), ``counts`` ({verdict: number of claims}), ``method`` (alpha, spending, skew
+  load_end, note, looks, and ``judged_by``, the code version that judged the records, once ``rerender`` has
+  re-rendered the report), ``counts`` ({verdict: number of claims}), ``method`` (alpha, spending, skew
   allowance, a sentence), ``before`` (the version whose spreads the markdown shows beside these, or null);
 * ``claims``: one summary per claim: ``id``, ``paper``, ``verdict`` (SUPPORTED / CONTRADICTED / NEGLIGIBLE /
   INCONCLUSIVE), ``scale``, ``metric``, ``key_number`` (mean difference and interval per comparison),
@@ -39,6 +40,7 @@ from benchmark.experiment import code_version, environment
 from theory.stats.sequential import SKEW_ALLOWANCE
 
 from .claim import METRICS, VERDICTS
+from .judge import closest
 from .paired import ALPHA
 from .scale import REPLICATION
 
@@ -344,7 +346,12 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
     md = [f"# Empirical claims report ({version['package']})", ""]
     if meta.get("quick"):
         md += ["**Quick mode: one look of a few seeds at a reduced scale, a smoke test. These are not verdicts.**", ""]
-    md += [f"Code {version['git_commit'] or '?'}{' (dirty)' if version['git_dirty'] else ''}. {len(claims)} claims: "
+    code = f"{version['git_commit'] or '?'}{' (dirty)' if version['git_dirty'] else ''}"
+    judged = meta.get("judged_by")
+    if judged and judged.get("git_commit") != version["git_commit"]:
+        code = (f"{judged.get('git_commit') or '?'}{' (dirty)' if judged.get('git_dirty') else ''} judged the records; "
+                f"code {code} re-rendered this report from its report.json (`fedrepro claims --rerender`, no run)")
+    md += [f"Code {code}. {len(claims)} claims: "
            + ", ".join(f"{n} {v}" for v, n in counts.items()) + ". "
            f"The cells' runs took {sum(p['cells'].get('cell_seconds', 0) for p in papers) / 60:.1f} min summed over "
            f"cells (as recorded, a batched run counting its share). This invocation: {meta['wall_seconds'] / 60:.1f} "
@@ -394,3 +401,21 @@ def write_report(papers: list[dict], folder, meta: dict, before: tuple | None = 
                "before": before["version"] if before else None}
     store.write_json_atomic(folder / "report.json", json.loads(json.dumps(payload, default=str)), indent=1)
     return {"markdown": folder / "report.md", "json": folder / "report.json"}
+
+
+def rerender(folder, before: tuple | None = None) -> dict:
+    """Re-render a written claims report (report.md, the plots, report.json) in ``folder`` from its own
+    report.json, with no run records: after a change to the report's wording or plots, where the records are
+    archived elsewhere or gone. The verdicts, numbers, tuning and meta stay as judged; what the rendering code
+    derives is recomputed: the closest decision of each INCONCLUSIVE claim (``judge.closest``, from the reported
+    comparisons), the markdown and the plots. ``meta.judged_by`` keeps the code version that judged the records,
+    and the header names both. ``before``: as for ``write_report``."""
+    folder = Path(folder)
+    data = json.loads((folder / "report.json").read_text())
+    for p in data["papers"]:
+        for c in p["claims"]:
+            if c["verdict"] == "INCONCLUSIVE" and c.get("comparisons"):
+                c["closest"] = closest(c["p_holm"], c["comparisons"], c["alpha"], c["metric"])
+    meta = {**data["meta"], "judged_by": data["meta"].get("judged_by") or data["code_version"]}
+    return write_report(data["papers"], folder, meta, before)
+
