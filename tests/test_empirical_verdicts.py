@@ -239,7 +239,11 @@ def test_a_tie_of_p_values_names_no_closest_decision():
     assert out["text"].startswith("no decision came closer than another")
     assert out["tied"] == [SUPPORTED, CONTRADICTED, NEGLIGIBLE]
     assert "lower end is 12.60 points below" in out["text"] and "upper end is 7.50 points above" in out["text"]
-    assert "negligible band [-1.00 points, 1.00 points]" in out["text"]
+    assert "NEGLIGIBLE: the interval [-12.60 points, 7.50 points] reaches 11.60 points beyond the negligible band " \
+        "+-1.00 points" in out["text"]
+    # a non-inferiority claim cannot be NEGLIGIBLE (no margin of its own): it is never among the tied
+    noninf = dict(comp, boundary=-0.01, negligible=0.0)
+    assert closest(tie, [noninf], 0.05, "final_accuracy")["tied"] == [SUPPORTED, CONTRADICTED]
     # a mean of -0.82 points is nearer CONTRADICTED's boundary (0) than NEGLIGIBLE's (-1 point); SUPPORTED is away
     need = {f: seeds_to_reach_family(f, [comp]) for f in tie}
     assert need[SUPPORTED] is None and need[CONTRADICTED] < need[NEGLIGIBLE]

@@ -245,13 +245,15 @@ def closest(p_holm: dict, comps: list[dict], alpha: float, metric: str) -> dict:
     """The decision an INCONCLUSIVE claim came closest to: the family with the smallest Holm-adjusted repeated
     p-value, with a sentence and the interval's distance to that decision's boundary.
 
-    When several families share the smallest p-value (typically all at 1, the cap), no decision came closer than
+    NEGLIGIBLE counts only where a comparison has a negligible margin (not for a non-inferiority claim, whose
+    p-value for it is 1 by construction). When several families share the smallest p-value (typically all at 1, the cap), no decision came closer than
     another, and the sentence says so rather than naming the first in order: it gives the distances for each
     tied family, and ``verdict`` is the tied family that the fewest seeds would reach at the observed means and
     spreads (``seeds_to_reach_family``, a planning figure), or None when none would. ``tied`` lists the tied
     families; ``seeds_to_reach`` is that figure for ``verdict``."""
-    low = min(p_holm[v] for v in FAMILIES)
-    tied = [v for v in FAMILIES if p_holm[v] <= low + 1e-12]
+    possible = [v for v in FAMILIES if v != "NEGLIGIBLE" or any(x.get("negligible") for x in comps)]
+    low = min(p_holm[v] for v in possible)
+    tied = [v for v in possible if p_holm[v] <= low + 1e-12]
     k, unit = METRICS[metric][3], METRICS[metric][2]
     need = {f: seeds_to_reach_family(f, comps) for f in tied}
     if len(tied) == 1:
@@ -262,28 +264,47 @@ def closest(p_holm: dict, comps: list[dict], alpha: float, metric: str) -> dict:
         f = min(reachable, key=lambda v: need[v]) if reachable else None
         head = (f"no decision came closer than another: {_and(tied)} share the Holm-adjusted repeated p-value "
                 f"{low:.3g} (a verdict needs <= {alpha:g})")
-    gaps = [g for v in tied for g in _gaps(v, comps, k, unit)]
+    gaps = _gaps(f, comps, k, unit) if len(tied) == 1 else _tied_gaps(tied, comps, k, unit)
     text = head + (f"; {'; '.join(gaps)}" if gaps else "")
     return {"verdict": f, "p_holm": low, "text": text, "tied": tied, "seeds_to_reach": need.get(f)}
 
 
+def _short(f: str, x: dict, k: float, unit: str) -> str | None:
+    """How far comparison x's repeated interval is from family ``f``'s boundary, or None where it reaches it."""
+    lo, hi, b, d = x["lower"], x["upper"], x["boundary"], x.get("negligible") or 0.0
+    if f == "SUPPORTED" and lo <= b:
+        return f"the interval's lower end is {_fmt(b - lo, k, unit)} below {_fmt(b, k, unit)}"
+    if f == "CONTRADICTED" and hi >= b:
+        return f"the interval's upper end is {_fmt(hi - b, k, unit)} above {_fmt(b, k, unit)}"
+    if f == "NEGLIGIBLE" and d and (lo < -d or hi > d):
+        return (f"the interval [{_fmt(lo, k, unit)}, {_fmt(hi, k, unit)}] reaches {_fmt(max(-d - lo, hi - d), k, unit)} "
+                f"beyond the negligible band +-{_fmt(d, k, unit)}")
+    return None
+
+
 def _gaps(f: str, comps: list[dict], k: float, unit: str) -> list[str]:
-    """How far each comparison's repeated interval is from family ``f``'s boundary (comparisons that reach it are
+    """Per comparison, how far its repeated interval is from family ``f``'s boundary (those that reach it are
     left out)."""
     out = []
     for x in comps:
         if x["mean"] is None or x["lower"] is None:
             continue
-        if f == "SUPPORTED" and x["lower"] <= x["boundary"]:
-            out.append(f"{x['a']} - {x['b']}: the interval's lower end is {_fmt(x['boundary'] - x['lower'], k, unit)} "
-                       f"below {_fmt(x['boundary'], k, unit)}")
-        elif f == "CONTRADICTED" and x["upper"] >= x["boundary"]:
-            out.append(f"{x['a']} - {x['b']}: the interval's upper end is {_fmt(x['upper'] - x['boundary'], k, unit)} "
-                       f"above {_fmt(x['boundary'], k, unit)}")
-        elif f == "NEGLIGIBLE" and x.get("negligible"):
-            lo, hi = -x["negligible"], x["negligible"]
-            out.append(f"{x['a']} - {x['b']}: the interval [{_fmt(x['lower'], k, unit)}, {_fmt(x['upper'], k, unit)}] "
-                       f"against the negligible band [{_fmt(lo, k, unit)}, {_fmt(hi, k, unit)}]")
+        g = _short(f, x, k, unit)
+        if g:
+            out.append(f"{x['a']} - {x['b']}: {g}")
+    return out
+
+
+def _tied_gaps(tied: list[str], comps: list[dict], k: float, unit: str) -> list[str]:
+    """Per comparison, one clause with its distance to each tied family's boundary."""
+    out = []
+    for x in comps:
+        if x["mean"] is None or x["lower"] is None:
+            continue
+        parts = [f"{f} {g}" for f in tied for g in [_short(f, x, k, unit)] if g]
+        if parts:
+            out.append(f"{x['a']} - {x['b']}: " + ", ".join(
+                p.replace(" the interval", ": the interval", 1) for p in parts))
     return out
 
 

@@ -347,14 +347,15 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
     if meta.get("quick"):
         md += ["**Quick mode: one look of a few seeds at a reduced scale, a smoke test. These are not verdicts.**", ""]
     code = f"{version['git_commit'] or '?'}{' (dirty)' if version['git_dirty'] else ''}"
-    judged = meta.get("judged_by")
+    judged, this = meta.get("judged_by"), "This invocation"
     if judged and judged.get("git_commit") != version["git_commit"]:
+        this = "The invocation that judged them"
         code = (f"{judged.get('git_commit') or '?'}{' (dirty)' if judged.get('git_dirty') else ''} judged the records; "
                 f"code {code} re-rendered this report from its report.json (`fedrepro claims --rerender`, no run)")
     md += [f"Code {code}. {len(claims)} claims: "
            + ", ".join(f"{n} {v}" for v, n in counts.items()) + ". "
            f"The cells' runs took {sum(p['cells'].get('cell_seconds', 0) for p in papers) / 60:.1f} min summed over "
-           f"cells (as recorded, a batched run counting its share). This invocation: {meta['wall_seconds'] / 60:.1f} "
+           f"cells (as recorded, a batched run counting its share). {this}: {meta['wall_seconds'] / 60:.1f} "
            f"min on {meta['cpus']} CPU(s), backend {meta['backend']} (jobs {meta['jobs']}); load average "
            f"{meta['load_start']} at the start and {meta['load_end']} at the end (other jobs on the machine)."
            + (f" {meta['note']}" if meta.get("note") else ""), "", METHOD, ""]
