@@ -464,7 +464,7 @@ def test_rerender_rewrites_a_report_from_its_json_alone(tmp_path, capsys):
     md0, js0 = paths["markdown"].read_text(), json.loads(paths["json"].read_text())
     judged = dict(js0["code_version"], git_commit="0" * 40, git_dirty=False)
     spoiled = json.loads(json.dumps(js0))
-    spoiled["code_version"] = judged
+    spoiled["code_version"], spoiled["environment"] = judged, {"platform": "the judging machine"}
     spoiled["papers"][0]["claims"][0]["closest"] = {"verdict": "SUPPORTED", "text": "an older wording", "p_holm": 1.0,
                                                     "seeds_to_reach": None}
     paths["json"].write_text(json.dumps(spoiled))
@@ -474,7 +474,7 @@ def test_rerender_rewrites_a_report_from_its_json_alone(tmp_path, capsys):
     assert js1["papers"][0]["claims"][0]["closest"] == js0["papers"][0]["claims"][0]["closest"]
     assert js1["meta"]["judged_by"] == judged and f"Code {'0' * 40} judged the records" in md1
     assert md1.splitlines()[3:] == md0.splitlines()[3:] and md1.splitlines()[:2] == md0.splitlines()[:2]
-    assert js1["claims"] == js0["claims"]
+    assert js1["claims"] == js0["claims"] and js1["environment"] == {"platform": "the judging machine"}
     capsys.readouterr()
     assert cli.main(["claims", "--rerender", "--results", str(tmp_path / "nothing")]) == 2
     assert "no claims report to re-render" in capsys.readouterr().err

@@ -377,9 +377,10 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
                           tablefmt="github"), ""]
 
 
-def write_report(papers: list[dict], folder, meta: dict, before: tuple | None = None) -> dict:
+def write_report(papers: list[dict], folder, meta: dict, before: tuple | None = None, env: dict | None = None) -> dict:
     """Write report.md, report.json and the plots into ``folder``; return their paths. ``before``: (version,
-    report.json) of an earlier claims report, whose spreads are shown beside this one's."""
+    report.json) of an earlier claims report, whose spreads are shown beside this one's; ``env``: the environment
+    recorded (default: this machine's; a re-rendered report keeps the one that judged it)."""
     before = {"version": before[0], "spreads": spreads(before[1]), "first": first_stages(before[1])} if before else None
     import torch
 
@@ -394,7 +395,7 @@ def write_report(papers: list[dict], folder, meta: dict, before: tuple | None = 
         for c in p["claims"]:
             plot(c, folder / f"{claim_key(c)}.png")
     (folder / "report.md").write_text("\n".join(md))
-    payload = {"code_version": version, "environment": environment(torch.device("cpu")), "meta": meta,
+    payload = {"code_version": version, "environment": env or environment(torch.device("cpu")), "meta": meta,
                "counts": counts, "method": {"alpha": ALPHA, "spending": "pocock", "skew_allowance": SKEW_ALLOWANCE,
                                             "text": METHOD, **({"replication": REPLICATION} if any(
                                                 c.get("replicates") for c in claims) else {})},
@@ -410,7 +411,7 @@ def rerender(folder, before: tuple | None = None) -> dict:
     archived elsewhere or gone. The verdicts, numbers, tuning and meta stay as judged; what the rendering code
     derives is recomputed: the closest decision of each INCONCLUSIVE claim (``judge.closest``, from the reported
     comparisons), the markdown and the plots. ``meta.judged_by`` keeps the code version that judged the records,
-    and the header names both. ``before``: as for ``write_report``."""
+    and the header names both; the recorded environment is kept. ``before``: as for ``write_report``."""
     folder = Path(folder)
     data = json.loads((folder / "report.json").read_text())
     for p in data["papers"]:
@@ -418,5 +419,5 @@ def rerender(folder, before: tuple | None = None) -> dict:
             if c["verdict"] == "INCONCLUSIVE" and c.get("comparisons"):
                 c["closest"] = closest(c["p_holm"], c["comparisons"], c["alpha"], c["metric"])
     meta = {**data["meta"], "judged_by": data["meta"].get("judged_by") or data["code_version"]}
-    return write_report(data["papers"], folder, meta, before)
+    return write_report(data["papers"], folder, meta, before, env=data.get("environment"))
 
