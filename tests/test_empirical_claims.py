@@ -478,3 +478,5 @@ def test_rerender_rewrites_a_report_from_its_json_alone(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["claims", "--rerender", "--results", str(tmp_path / "nothing")]) == 2
     assert "no claims report to re-render" in capsys.readouterr().err
+    assert cli.main(["claims", "--rerender", "--paper", "nosuch", "--results", str(tmp_path)]) == 2
+    assert "unknown paper 'nosuch'" in capsys.readouterr().err

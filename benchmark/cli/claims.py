@@ -44,9 +44,11 @@ def show_plan(a) -> int:
 
 def rerender(a, scale: str) -> int:
     """``--rerender``: rewrite a written report from its own report.json (``theory.empirical.report.rerender``)."""
+    from theory.empirical import papers
     from theory.empirical.report import rerender as rewrite
     from theory.empirical.run import before_report, report_folder
 
+    papers(a.paper)  # an unknown paper is named as such, not as a missing report
     root = args.results_root(a)
     folder = report_folder(root, scale, a.paper, a.out)
     if not (folder / "report.json").is_file():
