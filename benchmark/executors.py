@@ -452,6 +452,30 @@ def _vmapped_local(setup: LocalSetup, alg, lr0, down0, needs_mask: bool, clients
     return vmap(one, in_dims=in_dims)(clients, states, lr_arg, down_arg, hyper)
 
 
+VMAP_REFUSALS = ("vmap:", "data-dependent control flow", "Batching rule not implemented")
+
+
+def is_vmap_refusal(e: BaseException) -> bool:
+    """Whether ``e`` is torch.func.vmap refusing what a local update does (``.item()``, a Python ``if`` on a
+    tensor's value, an op without a batching rule), not an error of the computation itself."""
+    return isinstance(e, RuntimeError) and any(k in str(e) for k in VMAP_REFUSALS)
+
+
+class VmapContractError(ValueError):
+    """An algorithm's ``local_update`` that cannot run under ``torch.func.vmap`` (the Algorithm contract, item 6
+    of the README's "Add your own algorithm"): an input to fix, said in words, not a traceback."""
+
+    def __init__(self, name: str, cause: BaseException):
+        first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        super().__init__(
+            f"algorithm {name!r}: its local_update cannot run under torch.func.vmap, which the vectorized executor "
+            f"uses to run all sampled clients at once (torch says: {first}). The Algorithm contract (README, 'Add "
+            "your own algorithm', item 6; algorithms/core/base.py): no .item() or float() of a tensor, no Python "
+            "`if` on a tensor's value (use torch.where), no global random generator (use ctx.rng). Meanwhile "
+            "`--executor sequential` runs it one client at a time; `pytest --fedrepro-plugin FILE` checks the whole "
+            "contract")
+
+
 class VectorizedExecutor:
     """All sampled clients at once: ``vmap`` over a leading axis of (run, client) pairs (DESIGN.md,
     Performance), each pair with its run's downlink, buffers, learning rate, RNG keys and differing
@@ -517,8 +541,14 @@ class VectorizedExecutor:
         fn, first = self._local((id(inputs.fmodel), tuple(idx.shape), len(runs), needs_mask, setup.weighted,
                                  setup.record))
         t0 = time.perf_counter()
-        out = fn(setup, inputs.alg, runs[0].lr if lr_arg is None else None,
-                 runs[0].downlink if down_arg is None else None, needs_mask, clients, states, lr_arg, down_arg, hyper)
+        try:
+            out = fn(setup, inputs.alg, runs[0].lr if lr_arg is None else None,
+                     runs[0].downlink if down_arg is None else None, needs_mask, clients, states, lr_arg, down_arg,
+                     hyper)
+        except RuntimeError as e:
+            if not is_vmap_refusal(e):
+                raise
+            raise VmapContractError(inputs.alg.name, e) from e
         if first:
             self.compile_seconds += time.perf_counter() - t0
         return _split(out, jobs, sizes, clients["steps"], len(runs) == 1)

@@ -222,6 +222,24 @@ def test_contract_tests_pass_the_example_and_fail_a_planted_broken_plugin(tmp_pa
         assert outcome.get(key) == "FAILED", (key, out[-3000:])
 
 
+def test_a_local_update_that_vmap_refuses_is_an_input_error_that_says_what_to_do(tmp_path, capsys):
+    """A plugin whose local_update reads a tensor's value (.item(), the planted ``broken_reads_values``) cannot run
+    under vmap: ``fedrepro run`` ends with exit 2 and a sentence naming the algorithm, the contract's rule and the
+    way on, not a traceback; the sequential executor it points to does run it. An error of the computation itself
+    is not mistaken for one (``is_vmap_refusal``)."""
+    from benchmark.executors import is_vmap_refusal
+
+    argv = ["run", "--plugin", str(BROKEN), "--algorithm", "broken_reads_values", "--rounds", "2", "--no-progress",
+            "--out", str(tmp_path / "out")]
+    assert main(argv + ["--executor", "vectorized"]) == 2
+    err = capsys.readouterr().err
+    assert "algorithm 'broken_reads_values': its local_update cannot run under torch.func.vmap" in err
+    assert ".item()" in err and "--executor sequential" in err and "Traceback" not in err
+    assert main(argv + ["--executor", "sequential"]) == 0
+    assert not is_vmap_refusal(RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x3 and 5x2)"))
+    assert not is_vmap_refusal(ValueError("vmap: not a RuntimeError"))
+
+
 def test_the_builtin_folders_are_listed_once_per_process(monkeypatch):
     """Every lookup calls ``load_builtins``; after the first, neither registry lists its folder again (a listing
     costs ~0.85 ms and a run looks names up several times: issue 23's batched slowdown)."""
