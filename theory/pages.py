@@ -121,6 +121,31 @@ def stop_reason(c: dict) -> str:
     return why + (f"; closest: {closest['text']}" if closest and closest.get("text") else "")
 
 
+def diverged_lines(claims: list[dict]) -> list[str]:
+    """Per scale, the runs of the compared arms that diverged (from the comparisons' ``diverged`` notes, "arm seed
+    N"), out of the seeds each arm was compared on: a finding in itself, which the per-comparison tables of the
+    claims report show only row by row."""
+    out = []
+    for scale in dict.fromkeys(c.get("scale") for c in claims):
+        seeds, bad = {}, {}
+        for c in claims:
+            if c.get("scale") != scale:
+                continue
+            for x in c.get("comparisons", []):
+                for arm in (x.get("a"), x.get("b")):
+                    seeds.setdefault(arm, set()).update(x.get("seeds") or [])
+                for note in x.get("diverged") or []:
+                    arm, _, seed = note.rpartition(" seed ")
+                    if arm and seed.isdigit():
+                        bad.setdefault(arm, set()).add(int(seed))
+        if bad:
+            out.append(f"Runs that diverged at the {scale} scale (each counts at chance level from its divergence "
+                       "on, as the claims' metrics declare): " + "; ".join(
+                           f"{arm} {len(s)} of {len(seeds.get(arm) or s)} seeds ({', '.join(map(str, sorted(s)))})"
+                           for arm, s in sorted(bad.items())) + ".")
+    return [x for line in out for x in (line, "")]
+
+
 def replication_section(paper: str, replication: tuple | None) -> list[str]:
     """The undecided claims repeated on fresh seeds: their verdicts beside the first stage's, or what is declared
     and not run yet."""
@@ -147,7 +172,7 @@ def replication_section(paper: str, replication: tuple | None) -> list[str]:
     rows = [[c["id"], f"**{c['verdict']}**", c["scale"], seeds_used(c), stop_reason(c), keys.get(c["id"], "")]
             for c in rep]
     return md + [f"From `{replication[0]}`:", ""] + _table(
-        ["claim", "verdict", "scale", "seeds", "why it stopped", "key number"], rows) + [""]
+        ["claim", "verdict", "scale", "seeds", "why it stopped", "key number"], rows) + [""] + diverged_lines(rep)
 
 
 def empirical_section(paper: str, claims_report: dict | None, where: str,
@@ -166,6 +191,7 @@ def empirical_section(paper: str, claims_report: dict | None, where: str,
             rows.append([c["id"], c["statement"], f"**{c['verdict']}**", c.get("scale", p["scale"].get("scale")),
                          seeds_used(c), stop_reason(c), keys.get(c["id"], "")])
     md += _table(["claim", "tested", "verdict", "scale", "seeds", "why it stopped", "key number"], rows) + [""]
+    md += diverged_lines([dict(c, scale=c.get("scale", p["scale"].get("scale"))) for p in blocks for c in p["claims"]])
     for p in blocks:
         for c in p["claims"]:
             comp = c.get("companion")
