@@ -51,14 +51,16 @@ def test_a_changed_verdict_changes_the_page(tmp_path):
 def test_diverged_runs_are_counted_per_arm_on_the_page():
     """The page counts each arm's diverged runs out of the seeds it was compared on, per scale, from the
     comparisons' notes (an arm in several comparisons once); without a divergence it says nothing."""
+    from theory.empirical import report as erep
+
     comp = {"a": "x", "b": "y", "seeds": [0, 1, 2, 3], "diverged": ["x seed 1", "y seed 3"]}
     other = {"a": "x", "b": "z", "seeds": [0, 1, 2, 3, 4], "diverged": ["x seed 1", "x seed 4"]}
     claims = [{"scale": "paper", "comparisons": [comp]}, {"scale": "paper", "comparisons": [other]},
               {"scale": "cpu", "comparisons": [dict(comp, diverged=[])]}]
-    (line, blank) = pages.diverged_lines(claims)
+    (line, blank) = erep.diverged_lines(claims)
     assert blank == "" and "at the paper scale" in line
     assert "x 2 of 5 seeds (1, 4); y 1 of 4 seeds (3)" in line and "cpu" not in line
-    assert pages.diverged_lines(claims[2:]) == []
+    assert erep.diverged_lines(claims[2:]) == []
 
 
 def test_a_sequential_report_shows_its_seeds_and_why_it_stopped(tmp_path):

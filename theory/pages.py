@@ -121,35 +121,11 @@ def stop_reason(c: dict) -> str:
     return why + (f"; closest: {closest['text']}" if closest and closest.get("text") else "")
 
 
-def diverged_lines(claims: list[dict]) -> list[str]:
-    """Per scale, the runs of the compared arms that diverged (from the comparisons' ``diverged`` notes, "arm seed
-    N"), out of the seeds each arm was compared on: a finding in itself, which the per-comparison tables of the
-    claims report show only row by row."""
-    out = []
-    for scale in dict.fromkeys(c.get("scale") for c in claims):
-        seeds, bad = {}, {}
-        for c in claims:
-            if c.get("scale") != scale:
-                continue
-            for x in c.get("comparisons", []):
-                for arm in (x.get("a"), x.get("b")):
-                    seeds.setdefault(arm, set()).update(x.get("seeds") or [])
-                for note in x.get("diverged") or []:
-                    arm, _, seed = note.rpartition(" seed ")
-                    if arm and seed.isdigit():
-                        bad.setdefault(arm, set()).add(int(seed))
-        if bad:
-            out.append(f"Runs that diverged at the {scale} scale (each counts at chance level from its divergence "
-                       "on, as the claims' metrics declare): " + "; ".join(
-                           f"{arm} {len(s)} of {len(seeds.get(arm) or s)} seeds ({', '.join(map(str, sorted(s)))})"
-                           for arm, s in sorted(bad.items())) + ".")
-    return [x for line in out for x in (line, "")]
-
-
 def replication_section(paper: str, replication: tuple | None) -> list[str]:
     """The undecided claims repeated on fresh seeds: their verdicts beside the first stage's, or what is declared
     and not run yet."""
     from . import empirical
+    from .empirical.report import diverged_lines
     from .empirical.scale import REPLICATION, paper_scales
 
     declared = paper_scales(empirical.paper(paper), "replication")
@@ -177,6 +153,8 @@ def replication_section(paper: str, replication: tuple | None) -> list[str]:
 
 def empirical_section(paper: str, claims_report: dict | None, where: str,
                       replication: tuple | None = None) -> list[str]:
+    from .empirical.report import diverged_lines
+
     md = ["## Empirical verdicts", ""]
     blocks = [p for p in (claims_report or {}).get("papers", []) if p.get("paper") == paper]
     if not blocks:

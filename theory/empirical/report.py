@@ -267,6 +267,31 @@ def _tuning_lines(p: dict) -> list[str]:
                           tablefmt="github"), ""]
 
 
+def diverged_lines(claims: list[dict]) -> list[str]:
+    """Per scale, the runs of the compared arms that diverged (from the comparisons' ``diverged`` notes, "arm seed
+    N"), out of the seeds each arm was compared on: a finding in itself, which the per-comparison tables of the
+    claims report show only row by row."""
+    out = []
+    for scale in dict.fromkeys(c.get("scale") for c in claims):
+        seeds, bad = {}, {}
+        for c in claims:
+            if c.get("scale") != scale:
+                continue
+            for x in c.get("comparisons", []):
+                for arm in (x.get("a"), x.get("b")):
+                    seeds.setdefault(arm, set()).update(x.get("seeds") or [])
+                for note in x.get("diverged") or []:
+                    arm, _, seed = note.rpartition(" seed ")
+                    if arm and seed.isdigit():
+                        bad.setdefault(arm, set()).add(int(seed))
+        if bad:
+            out.append(f"Runs that diverged at the {scale} scale (each counts at chance level from its divergence "
+                       "on, as the claims' metrics declare): " + "; ".join(
+                           f"{arm} {len(s)} of {len(seeds.get(arm) or s)} seeds ({', '.join(map(str, sorted(s)))})"
+                           for arm, s in sorted(bad.items())) + ".")
+    return [x for line in out for x in (line, "")]
+
+
 def paper_section(p: dict, before: dict | None = None) -> list[str]:
     sc, b = p["scale"], p["budget"]
     if p.get("under_way"):
@@ -275,16 +300,26 @@ def paper_section(p: dict, before: dict | None = None) -> list[str]:
     cells = {k: v for k, v in p["cells"].items() if k != "cell_seconds"}
     md = [f"## {p['title']}", "", f"Scale: **{sc['scale']}**" + (f", suite `{sc['suite']}`" if "suite" in sc else "")
           + f"; the cells' runs took {p['cells'].get('cell_seconds', 0) / 60:.1f} min in all (summed as recorded, "
-          f"a batched run counting its share); this invocation {p['seconds']:.0f} s; cells now: "
-          + ", ".join(f"{k} {v}" for k, v in sorted(cells.items())) + ".", "",
+          f"a batched run counting its share); this invocation {p['seconds']:.0f} s: " + _invocation(cells) + ".", "",
           f"Budget: looks of {b['looks']} paired seeds, {b['cpu_minutes']:g} CPU minutes ({b['reason']}).", ""]
     if sc.get("kept"):
         md += ["Kept from the paper: " + "; ".join(sc["kept"]) + ".", "", "Reductions (paper -> here):", ""]
         md += [f"- {r}" for r in sc["reductions"]] + [""]
     md += _tuning_lines(p)
+    md += diverged_lines([dict(c, scale=c.get("scale", sc.get("scale"))) for c in p["claims"]])
     for c in p["claims"]:
         md += claim_section(c, before)
     return md
+
+
+def _invocation(cells: dict) -> str:
+    """What this invocation did with the scale's cells: the runs it made, by status, and those already recorded
+    (so that "diverged 0" is not read as the count over the judged runs, which ``diverged_lines`` gives)."""
+    ran = {k: v for k, v in cells.items() if k != "skipped"}
+    done = cells.get("skipped", 0)
+    made = ", ".join(f"{k} {v}" for k, v in sorted(ran.items()) if v)
+    return (f"it ran {sum(ran.values())} cells" + (f" ({made})" if made else "")
+            + f" and found {done} already recorded")
 
 
 def plot(c: dict, path: Path) -> None:
