@@ -300,7 +300,8 @@ def paper_section(p: dict, before: dict | None = None) -> list[str]:
     cells = {k: v for k, v in p["cells"].items() if k != "cell_seconds"}
     md = [f"## {p['title']}", "", f"Scale: **{sc['scale']}**" + (f", suite `{sc['suite']}`" if "suite" in sc else "")
           + f"; the cells' runs took {p['cells'].get('cell_seconds', 0) / 60:.1f} min in all (summed as recorded, "
-          f"a batched run counting its share); this invocation {p['seconds']:.0f} s: " + _invocation(cells) + ".", "",
+          f"a batched run counting its share); the invocation that judged them took {p['seconds']:.0f} s: " + _invocation(cells)
+          + ".", "",
           f"Budget: looks of {b['looks']} paired seeds, {b['cpu_minutes']:g} CPU minutes ({b['reason']}).", ""]
     if sc.get("kept"):
         md += ["Kept from the paper: " + "; ".join(sc["kept"]) + ".", "", "Reductions (paper -> here):", ""]
