@@ -96,6 +96,7 @@ def test_claims_quick_writes_the_report(tmp_path, capsys):
             assert x["n"] == 3 and len(x["values"]) == 3 and not x["unpaired"]
     tuned = data["papers"][0]["tuning"]
     assert len(tuned) == 6 and all(t["complete"] for t in tuned.values())
+    assert all(set(pt["status"]) == set(pt["validation_accuracy"]) for t in tuned.values() for pt in t["points"])
     assert "Reductions (paper -> here)" in md and "validation split" in md
     assert "smoke test. These are not verdicts" in md and data["meta"]["quick"]
     # resuming runs nothing again
@@ -104,6 +105,22 @@ def test_claims_quick_writes_the_report(tmp_path, capsys):
     again = json.loads((folder / "report.json").read_text())
     assert again["papers"][0]["cells"].get("ok", 0) == 0
     assert [c["verdict"] for c in again["claims"]] == [c["verdict"] for c in data["claims"]]
+
+
+def test_a_tuning_point_without_a_score_says_why():
+    """The tuning table names a grid point's runs' status (diverged, failed) where the report kept it, and both
+    where it did not (reports before 2026-11-27), never "failed" for a run that diverged."""
+    from theory.empirical.report import _tuning_lines
+
+    def paper(points):
+        return {"scale": {"tuning": {"rule": "r", "validation": 10, "tune_seeds": [1000]}}, "budget": {"looks": [5]},
+                "tuning": {"s / a": {"chosen_index": 0, "points": points}}}
+
+    ok = {"point": {"lr": 0.1}, "mean": 0.5, "validation_accuracy": {"1000": 0.5}, "status": {"1000": "ok"}}
+    bad = {"point": {"lr": 1.0}, "mean": None, "validation_accuracy": {"1000": None}}
+    assert "lr=1.0: diverged" in "".join(_tuning_lines(paper([ok, dict(bad, status={"1000": "diverged"})])))
+    assert "lr=1.0: failed" in "".join(_tuning_lines(paper([ok, dict(bad, status={"1000": "failed"})])))
+    assert "lr=1.0: no score (diverged or failed)" in "".join(_tuning_lines(paper([ok, bad])))
 
 
 def test_claims_rejects_an_unknown_paper(capsys):

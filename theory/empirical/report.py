@@ -260,11 +260,18 @@ def _tuning_lines(p: dict) -> list[str]:
     for key, tr in p["tuning"].items():
         pts = " / ".join(("**" if i == tr["chosen_index"] else "") + ", ".join(f"{a}={b}" for a, b in
                                                                               pt["point"].items())
-                         + (f": {100 * pt['mean']:.1f}" if pt["mean"] is not None else ": failed")
+                         + (f": {100 * pt['mean']:.1f}" if pt["mean"] is not None else f": {_no_score(pt)}")
                          + ("**" if i == tr["chosen_index"] else "") for i, pt in enumerate(tr["points"]))
         rows.append([key, pts])
     return md + [tabulate(rows, headers=["setting / arm", "grid point: validation accuracy % (chosen in bold)"],
                           tablefmt="github"), ""]
+
+
+def _no_score(pt: dict) -> str:
+    """Why a tuning grid point has no score: its runs' statuses where the report kept them (reports before
+    2026-11-27 did not, and then both are named)."""
+    st = {v for v in (pt.get("status") or {}).values() if v != "ok"}
+    return " and ".join(sorted(st)) if st else "no score (diverged or failed)"
 
 
 def diverged_lines(claims: list[dict]) -> list[str]:

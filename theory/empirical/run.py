@@ -122,7 +122,8 @@ def run_cpu(paper, scale: CpuScale, claims: list, folder: Path, looks: tuple, se
     summary = {f"{s} / {a}": {"choice": t["choice"], "chosen_index": t["chosen_index"], "complete": t["complete"],
                              "all_failed": t["all_failed"], "key": t["key"],
                              "points": [{"point": p["point"], "mean": p["mean"],
-                                         "validation_accuracy": p["validation_accuracy"]} for p in t["points"]]}
+                                         "validation_accuracy": p["validation_accuracy"],
+                                         "status": p.get("status", {})} for p in t["points"]]}
                for (s, a), t in tuned.items()}
     return judge, summary, counts
 
