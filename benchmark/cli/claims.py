@@ -61,9 +61,30 @@ def rerender(a, scale: str) -> int:
     return 0
 
 
+def own_claims(a) -> None:
+    """``--claims FILE``: load the user's claims file and make it the paper this command runs."""
+    from theory.empirical import load_claims
+
+    name = load_claims(a.claims)
+    if a.paper and a.paper != name:
+        raise ValueError(f"--paper {a.paper} and --claims {a.claims} (PAPER {name!r}) name two things to run; give "
+                         "one")
+    if a.publish:
+        raise ValueError("--publish writes the five papers' committed reports; the claims of your own file go under "
+                         "--results (default ./runs), in claims/<version>/own/" + name)
+    from theory.empirical import paper
+
+    if a.scale == "full" and not hasattr(paper(name), "FULL"):
+        raise ValueError(f"--scale full judges a paper suite's cells; claims file {a.claims} declares no FULL scale "
+                         "(theory.empirical.FullScale)")
+    a.paper = name
+
+
 def cmd_claims(a) -> int:
     from theory.empirical.report import key_number
 
+    if a.claims:
+        own_claims(a)
     if a.dry_run:
         return show_plan(a)
     if a.rerender:
@@ -108,6 +129,11 @@ def add_parser(sub) -> None:
                                    "pieces, in the background).")
     p.add_argument("--paper", help="only this paper's claims (bherd, fedbat, fedswa, gradma, lfl); written to "
                                    "<folder>/partial/<paper>")
+    p.add_argument("--claims", metavar="FILE.py",
+                   help="claims of your own: a file declaring PAPER, ARMS, CLAIMS, BUDGET and CPU like a paper's "
+                        "module (examples/my_claims.py; theory/empirical/own.py says what each is), run and judged "
+                        "like the papers' -> <root>/claims/<version>/own/<PAPER>/; algorithms of your own need "
+                        "--plugin too")
     p.add_argument("--quick", action="store_true",
                    help="a smoke test of every paper's first scale in minutes (2 rounds, <= 20 samples per client, 2 "
                         "grid values, one look of 3 seeds) for CI, never a verdict; written to <folder>/quick")

@@ -11,6 +11,7 @@ contradict (DESIGN.md, "Empirical claims"); ``fedrepro claims`` runs them and wr
 * ``report``: the claims report (markdown, report.json, one plot per claim).
 * one module per paper (``fedbat``, ``gradma``, ``lfl``, ``fedswa``, ``bherd``): its ``CLAIMS``, ``ARMS``,
   ``BUDGET``, ``CPU`` and ``FULL`` scales, and nothing else.
+* ``own``: a claims file of the user's, declared like a paper module (``fedrepro claims --claims FILE``).
 """
 from __future__ import annotations
 
@@ -23,10 +24,30 @@ PAPERS = ("bherd", "fedbat", "fedswa", "gradma", "lfl")
 
 
 def paper(name: str):
-    """The claims module of paper ``name``."""
+    """The claims module of paper ``name``, or of a claims file of the user's loaded under that name
+    (``own.load``, ``fedrepro claims --claims FILE``)."""
+    from . import own
+
+    if name in own.MODULES:
+        return own.MODULES[name]
     if name not in PAPERS:
-        raise ValueError(f"unknown paper {name!r}; papers with empirical claims: {', '.join(PAPERS)}")
+        mine = f"; claims files loaded: {', '.join(own.MODULES)}" if own.MODULES else ""
+        raise ValueError(f"unknown paper {name!r}; papers with empirical claims: {', '.join(PAPERS)}{mine}")
     return importlib.import_module(f"{__name__}.{name}")
+
+
+def is_own(name: str | None) -> bool:
+    """Whether ``name`` is a claims file of the user's (not one of the papers)."""
+    from . import own
+
+    return name in own.MODULES
+
+
+def load_claims(path) -> str:
+    """Load the user's claims file ``path`` (``own.load``); return its PAPER name."""
+    from . import own
+
+    return own.load(path, PAPERS)
 
 
 def papers(name: str | None = None) -> list:

@@ -244,13 +244,16 @@ def scales_of(paper, scale: str) -> list:
 
 
 def report_folder(results_root, scale: str, paper: str | None = None, out=None) -> Path:
-    """Where ``fedrepro claims`` writes: results/claims/<version>[/<scale>][/partial/<paper>], or ``out``. One
-    paper never overwrites the whole report, nor another paper's."""
+    """Where ``fedrepro claims`` writes: results/claims/<version>[/<scale>][/partial/<paper>], or ``out``; a
+    claims file of the user's (``own``) in .../own/<its PAPER>. One paper never overwrites the whole report, nor
+    another paper's."""
+    from . import is_own
+
     if out:
         return Path(out)
     base = Path(results_root) / "claims" / code_version()["package"]
     folder = base if scale == "cpu" else base / scale
-    return folder / "partial" / paper if paper else folder
+    return folder / ("own" if is_own(paper) else "partial") / paper if paper else folder
 
 
 def _report_roots(results_root) -> list:
@@ -328,8 +331,12 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     from . import papers as paper_modules
     from .report import write_report
 
+    from . import is_own
+
     if scale == "replication" and before == "previous":  # beside a replication: the first stage it repeats
         before = code_version()["package"]
+    if is_own(paper) and before == "previous":  # a claims file of the user's has no earlier report to set beside
+        before = None
     if scale == "replication" and not any(paper_scales(m, "replication") for m in paper_modules(paper)):
         have = [m.PAPER for m in paper_modules() if paper_scales(m, "replication")]
         raise ValueError(f"{paper or 'no paper'} declares no replication; papers with one: {', '.join(have)}")

@@ -142,7 +142,8 @@ class CpuScale:
             for a in names:
                 if a not in self.cost:
                     raise ValueError(f"scale {self.name}: no measured cost for arm {a!r}; measured: "
-                                     f"{sorted(self.cost)}")
+                                     f"{sorted(self.cost)} (a plan needs CpuScale(cost={{arm: CPU minutes per "
+                                     "run}))")
                 runs = self.plan(a).size * len(self.tune_seeds) + n
                 rows.append({"setting": setting, "arm": a, "runs": runs, "minutes_per_run": self.cost[a],
                              "cpu_minutes": runs * self.cost[a]})
