@@ -120,3 +120,15 @@ def test_the_example_runs_from_the_command_line(tmp_path):
     assert [c["id"] for c in rep["claims"]] == ["clip_example.costs_at_most_a_point",
                                                 "clip_example.helps_skewed_clients"]
     assert all(c["seeds"] == 5 for c in rep["claims"])
+
+
+def test_the_plan_of_a_file_without_measured_costs_counts_its_runs(tmp_path, capsys):
+    """--dry-run on a claims file with no ``cost``: the runs per arm, said to have no measured cost, not an error
+    (the papers' scales must declare theirs: ``CpuScale.cost_plan`` is strict for them)."""
+    path = _file(tmp_path, PLANTED.format(name="mine"))
+    assert main(["claims", "--claims", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "s / fedavg_slow: 11 runs (no measured cost" in out
+    assert "not counting 33 runs of arms without a measured cost" in out
+    with pytest.raises(ValueError, match="no measured cost for arm"):
+        empirical.paper("mine").CPU.cost_plan()

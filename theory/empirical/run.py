@@ -269,6 +269,7 @@ def plan_claims(paper: str | None = None, scale: str = "cpu") -> list[dict]:
     """The full report's plan without running anything: per paper, its budget and, per CPU scale (or per
     replication, ``scale="replication"``), the claims it runs, its looks and its cost plan at the measured costs
     (``CpuScale.cost_plan``)."""
+    from . import is_own
     from . import papers as paper_modules
 
     out = []
@@ -277,7 +278,7 @@ def plan_claims(paper: str | None = None, scale: str = "cpu") -> list[dict]:
         if not scs:
             continue
         scales = [{"scale": sc.name, "claims": [c.id for c in claims_at(sc, m.CLAIMS)],
-                   "looks": list(sc.looks or scale_looks(m.BUDGET.looks, sc.max_seeds)), "plan": sc.cost_plan(),
+                   "looks": list(sc.looks or scale_looks(m.BUDGET.looks, sc.max_seeds)), "plan": sc.cost_plan(strict=not is_own(m.PAPER)),
                    "seeds": [sc.seed_start, sc.seed_start + sc.max_seeds - 1]} for sc in scs]
         budget = ({"looks": list(scs[0].looks), "cpu_minutes": sum(sc.cpu_minutes for sc in scs),
                    "reason": "the replications' own budgets"} if scale == "replication" else

@@ -131,25 +131,29 @@ class CpuScale:
                                        "quick mode", "-", "2 rounds of <= 2 local steps or 2 epochs, CNN width "
                                        "<= 1/8, 2 grid values per key, 3 seeds: a smoke test"),))
 
-    def cost_plan(self, arms=None, max_seeds: int | None = None) -> dict:
+    def cost_plan(self, arms=None, max_seeds: int | None = None, strict: bool = True) -> dict:
         """The full report's runs at this scale and their CPU time: per (setting, arm), the tuning cells (grid
         points x tuning seeds) and up to ``max_seeds`` final seeds, at the measured minutes per run (one torch
-        thread). ``arms``: {setting: [arm names]} (default: every arm with a grid, in every setting)."""
+        thread). ``arms``: {setting: [arm names]} (default: every arm with a grid, in every setting). An arm
+        without a measured cost is an error, or with ``strict=False`` (a claims file of the user's) a row with
+        its runs and no minutes, left out of the total (``unknown`` counts them)."""
         n = self.max_seeds if max_seeds is None else max_seeds
         arms = arms or {s: sorted(self.grids) for s in self.settings}
         rows, total = [], 0.0
         for setting, names in arms.items():
             for a in names:
-                if a not in self.cost:
+                if a not in self.cost and strict:
                     raise ValueError(f"scale {self.name}: no measured cost for arm {a!r}; measured: "
                                      f"{sorted(self.cost)} (a plan needs CpuScale(cost={{arm: CPU minutes per "
                                      "run}))")
                 runs = self.plan(a).size * len(self.tune_seeds) + n
-                rows.append({"setting": setting, "arm": a, "runs": runs, "minutes_per_run": self.cost[a],
-                             "cpu_minutes": runs * self.cost[a]})
-                total += runs * self.cost[a]
+                minutes = self.cost.get(a)
+                rows.append({"setting": setting, "arm": a, "runs": runs, "minutes_per_run": minutes,
+                             "cpu_minutes": None if minutes is None else runs * minutes})
+                total += 0.0 if minutes is None else runs * minutes
         return {"rows": rows, "runs": sum(r["runs"] for r in rows), "max_seeds": n, "cpu_minutes": total,
-                "wall_hours_2_workers": total / 60 / 2, "note": self.cost_note}
+                "wall_hours_2_workers": total / 60 / 2, "note": self.cost_note,
+                "unknown": sum(r["runs"] for r in rows if r["minutes_per_run"] is None)}
 
     def describe(self) -> dict:
         d = {"scale": self.name, "why": self.why, "kept": list(self.kept),
@@ -163,7 +167,7 @@ class CpuScale:
                                                                          self.max_seeds - 1],
                                 "looks": list(self.looks), "cpu_minutes": self.cpu_minutes}
         if self.cost:
-            d["plan"] = plan_lines(self.cost_plan())
+            d["plan"] = plan_lines(self.cost_plan(strict=False))
         return d
 
 
@@ -191,10 +195,14 @@ def _quick_setting(f: dict) -> dict:
 def plan_lines(plan: dict) -> list[str]:
     """The cost plan as sentences: one per (setting, arm), then the total."""
     lines = [f"{r['setting']} / {r['arm']}: {r['runs']} runs x {r['minutes_per_run']:.2f} min = "
-             f"{r['cpu_minutes']:.0f} CPU-min" for r in plan["rows"]]
+             f"{r['cpu_minutes']:.0f} CPU-min" if r["minutes_per_run"] is not None else
+             f"{r['setting']} / {r['arm']}: {r['runs']} runs (no measured cost: CpuScale(cost={{arm: minutes}}))"
+             for r in plan["rows"]]
+    unknown = plan.get("unknown") or 0
     lines.append(f"total: {plan['runs']} runs (tuning grid points + up to {plan['max_seeds']} paired seeds per "
                  f"arm), {plan['cpu_minutes']:.0f} CPU-min at one thread per run, about "
                  f"{plan['wall_hours_2_workers']:.1f} h on this 2-core CPU with 2 workers"
+                 + (f", not counting {unknown} runs of arms without a measured cost" if unknown else "")
                  + (f" ({plan['note']})" if plan["note"] else ""))
     return lines
 
