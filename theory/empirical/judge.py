@@ -246,11 +246,11 @@ def closest(p_holm: dict, comps: list[dict], alpha: float, metric: str) -> dict:
     p-value, with a sentence and the interval's distance to that decision's boundary.
 
     NEGLIGIBLE counts only where a comparison has a negligible margin (not for a non-inferiority claim, whose
-    p-value for it is 1 by construction). When several families share the smallest p-value (typically all at 1, the cap), no decision came closer than
-    another, and the sentence says so rather than naming the first in order: it gives the distances for each
-    tied family, and ``verdict`` is the tied family that the fewest seeds would reach at the observed means and
-    spreads (``seeds_to_reach_family``, a planning figure), or None when none would. ``tied`` lists the tied
-    families; ``seeds_to_reach`` is that figure for ``verdict``."""
+    p-value for it is 1 by construction). When several families share the smallest p-value (typically all at 1,
+    the cap), no decision came closer than another, and the sentence says so rather than naming the first in
+    order: it gives the distances for each tied family, and ``verdict`` is the tied family that the fewest seeds
+    would reach at the observed means and spreads (``seeds_to_reach_family``, a planning figure), or None when
+    none would. ``tied`` lists the tied families; ``seeds_to_reach`` is that figure for ``verdict``."""
     possible = [v for v in FAMILIES if v != "NEGLIGIBLE" or any(x.get("negligible") for x in comps)]
     low = min(p_holm[v] for v in possible)
     tied = [v for v in possible if p_holm[v] <= low + 1e-12]
@@ -301,10 +301,9 @@ def _tied_gaps(tied: list[str], comps: list[dict], k: float, unit: str) -> list[
     for x in comps:
         if x["mean"] is None or x["lower"] is None:
             continue
-        parts = [f"{f} {g}" for f in tied for g in [_short(f, x, k, unit)] if g]
+        parts = [f"{f}: {g}" for f in tied for g in [_short(f, x, k, unit)] if g]
         if parts:
-            out.append(f"{x['a']} - {x['b']}: " + ", ".join(
-                p.replace(" the interval", ": the interval", 1) for p in parts))
+            out.append(f"{x['a']} - {x['b']}: " + ", ".join(parts))
     return out
 
 
