@@ -174,6 +174,12 @@ def _death(procs) -> str:
     procs = list(procs)
     for p in procs:  # the dead are reaped (an exit code, not None) before they are read
         p.join(timeout=2)
+    # The pool's own thread may reap a dead worker at the same moment: our waitpid then fails (ECHILD) and the exit
+    # code reads None until that thread has stored it, a few milliseconds later (seen in about 1 run in 15 of
+    # tests/test_shared_runs.py's killed workers, which then said "cause unknown" or only SIGTERM).
+    deadline = time.monotonic() + 2.0
+    while any(p.exitcode is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.01)
     codes = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
     first = [c for c in codes if c != -15] or codes
     return ", ".join(sorted({oom.killed_by(c) for c in first})) or "cause unknown"
