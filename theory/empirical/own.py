@@ -45,14 +45,22 @@ def load(path, builtin: tuple = ()) -> str:
         raise FileNotFoundError(f"no claims file {path}: give the path of a .py file that declares PAPER, ARMS, "
                                 "CLAIMS, BUDGET and CPU (examples/my_claims.py is one)")
     name = f"fedrepro_claims_{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}"
+    import algorithms
+
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
+    before = set(algorithms.names())
     try:
         spec.loader.exec_module(mod)
     except Exception as e:  # noqa: BLE001 - any error in the user's file is reported with its line
         line = next((f.lineno for f in reversed(traceback.extract_tb(e.__traceback__))
                      if Path(f.filename).resolve() == path.resolve()), None)
         raise ClaimsFileError(f"claims file {path}{f' line {line}' if line else ''}: {type(e).__name__}: {e}") from e
+    added = sorted(set(algorithms.names()) - before)
+    if added:  # a worker process would not have them, and no record would say where they came from
+        raise ClaimsFileError(f"claims file {path} registers algorithms ({', '.join(added)}): put them in a plugin file "
+                              "and pass it with --plugin FILE (then worker processes load them too, and every record "
+                              "names the file and its sha256)")
     problems = check(mod, builtin)
     if problems:
         raise ClaimsFileError(f"claims file {path}: " + "; ".join(problems))
