@@ -2,6 +2,7 @@
 module runs through the same tuning, looks and verdicts; a planted worse learning rate is CONTRADICTED where it is
 claimed better and two arms that compute the same thing are NEGLIGIBLE; a broken file is an error naming the file
 and what to fix; the example in examples/ runs from the command line as the README shows."""
+import hashlib
 import json
 import os
 import subprocess
@@ -65,7 +66,10 @@ def test_a_claims_file_runs_like_a_paper_and_catches_planted_differences(tmp_pat
     verdicts = {c["id"]: c["verdict"] for c in rep["claims"]}
     assert verdicts == {"planted.slow_is_better": "CONTRADICTED", "planted.copy_is_better": "NEGLIGIBLE"}
     assert rep["before"] is None and (folder / "planted.slow_is_better.cpu.png").is_file()
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert rep["meta"]["claims_file"] == {"path": str(path.resolve()), "sha256": sha}
     md = (folder / "report.md").read_text()
+    assert f"Claims declared in {path.resolve()} (sha256 {sha[:16]})." in md
     assert "## planted" in md and "**Not supported**" in md
     # the papers' registry is untouched: the file is found by its name, the papers' list is the same
     assert empirical.paper("planted").PAPER == "planted" and "planted" not in empirical.PAPERS

@@ -73,6 +73,14 @@ def load(path, builtin: tuple = ()) -> str:
     return mod.PAPER
 
 
+def provenance(paper: str) -> dict:
+    """The loaded claims file of ``paper``: its path and the sha256 of its text (recorded in the report's meta)."""
+    import hashlib
+
+    path = Path(MODULES[paper].__file__)
+    return {"path": str(path.resolve()), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
 def check(mod, builtin: tuple = ()) -> list[str]:
     """What is wrong with claims module ``mod`` (empty: nothing): the names it must define, their types, and
     that every comparison names an arm of ``ARMS`` with a tuning grid and a setting of each scale that runs it."""
@@ -134,4 +142,4 @@ def check(mod, builtin: tuple = ()) -> list[str]:
     return sorted(set(out), key=out.index)
 
 
-__all__ = ["MODULES", "ClaimsFileError", "check", "load"]
+__all__ = ["MODULES", "ClaimsFileError", "check", "load", "provenance"]

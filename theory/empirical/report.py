@@ -4,7 +4,7 @@
 ``report.json`` (read by ``benchmark.report.claim_verdicts``, ``benchmark.compare`` and the paper pages):
 
 * ``code_version``, ``environment``, ``meta`` (scale, quick, wall_seconds, cpus, backend, jobs, load_start,
-  load_end, note, looks, and ``judged_by``, the code version that judged the records, once ``rerender`` has
+  load_end, note, looks, ``claims_file`` ({path, sha256} of a claims file of the user's, ``own``), and ``judged_by``, the code version that judged the records, once ``rerender`` has
   re-rendered the report), ``counts`` ({verdict: number of claims}), ``method`` (alpha, spending, skew
   allowance, a sentence), ``before`` (the version whose spreads the markdown shows beside these, or null);
 * ``claims``: one summary per claim: ``id``, ``paper``, ``verdict`` (SUPPORTED / CONTRADICTED / NEGLIGIBLE /
@@ -401,7 +401,9 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
            f"cells (as recorded, a batched run counting its share). {this}: {meta['wall_seconds'] / 60:.1f} "
            f"min on {meta['cpus']} CPU(s), backend {meta['backend']} (jobs {meta['jobs']}); load average "
            f"{meta['load_start']} at the start and {meta['load_end']} at the end (other jobs on the machine)."
-           + (f" {meta['note']}" if meta.get("note") else ""), "", METHOD, ""]
+           + (f" {meta['note']}" if meta.get("note") else "")
+           + (f" Claims declared in {meta['claims_file']['path']} (sha256 {meta['claims_file']['sha256'][:16]})."
+              if meta.get("claims_file") else ""), "", METHOD, ""]
     busy = [f"{p['paper']} ({p['scale']['scale']} scale: {p['under_way']})" for p in papers if p.get("under_way")]
     if busy:
         md += ["**Under way, not judged yet:** " + "; ".join(busy) + ".", ""]

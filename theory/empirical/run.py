@@ -361,5 +361,9 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     meta = {"scale": scale, "quick": scale == "quick", "wall_seconds": time.time() - t0, "cpus": os.cpu_count(),
             "backend": backend, "jobs": jobs, "load_start": load0, "load_end": _load(), "note": note or "",
             "looks": list(looks) if looks else None}
+    if is_own(paper):  # which file declared these claims, as a plugin's records name theirs
+        from .own import provenance
+
+        meta["claims_file"] = provenance(paper)
     paths = write_report(results, report_folder(results_root, scale, paper, out), meta, prev)
     return {"papers": results, "paths": paths}
