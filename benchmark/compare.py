@@ -56,7 +56,7 @@ def compare_suite(old_csv: Path, new_csv: Path) -> dict:
     old_rows, new_rows = _read_csv(old_csv), _read_csv(new_csv)
     use_cell = bool(old_rows and new_rows and "cell" in old_rows[0] and "cell" in new_rows[0])
     old, new = _cells(old_rows, use_cell), _cells(new_rows, use_cell)
-    moved, status, same, chance = [], [], 0, 0.0
+    moved, status, same, chance, single = [], [], 0, 0.0, 0
     for key in sorted(set(old) & set(new), key=str):
         o, n = old[key], new[key]
         if dict(o["status"]) != dict(n["status"]):
@@ -64,6 +64,7 @@ def compare_suite(old_csv: Path, new_csv: Path) -> dict:
         if o["acc"] and n["acc"]:
             disjoint = max(o["acc"]) < min(n["acc"]) or max(n["acc"]) < min(o["acc"])
             chance += chance_disjoint(len(o["acc"]), len(n["acc"]))
+            single += len(o["acc"]) == len(n["acc"]) == 1
             row = {"cell": n["label"], "old": _stats(o["acc"]), "new": _stats(n["acc"]),
                    "delta": float(np.mean(n["acc"]) - np.mean(o["acc"]))}
             if disjoint:
@@ -72,7 +73,7 @@ def compare_suite(old_csv: Path, new_csv: Path) -> dict:
                 same += 1
     return {"matched": len(set(old) & set(new)), "only_old": len(set(old) - set(new)),
             "only_new": len(set(new) - set(old)), "moved": moved, "status_changed": status, "within_spread": same,
-            "expected_by_chance": chance,
+            "expected_by_chance": chance, "one_seed": single,
             "matched_by": "cell hash" if use_cell else "descriptive columns (" + ", ".join(_DESCRIPTIVE) + ")"}
 
 
@@ -137,9 +138,15 @@ def markdown(c: dict) -> str:
     if not c["suites"]:
         out += ["No suite has results in both versions.", ""]
     for name, s in c["suites"].items():
+        compared = len(s["moved"]) + s["within_spread"]
+        if compared and s.get("one_seed") == compared:  # no spread: "beyond their seed spread" would mislead
+            moves = (f"{len(s['moved'])} differ, {s['within_spread']} {'is' if s['within_spread'] == 1 else 'are'} "
+                     "equal (one seed per cell in both versions: no spread, so any difference counts as a move)")
+        else:
+            moves = f"{len(s['moved'])} moved beyond their seed spread, {s['within_spread']} within it"
         out += [f"### {name}", "", f"{s['matched']} cells matched by {s['matched_by']} ({s['only_old']} only in "
-                f"{c['old']}, {s['only_new']} only in {c['new']}); {len(s['moved'])} moved beyond their seed spread, "
-                f"{s['within_spread']} within it; {len(s['status_changed'])} changed status. A change that only "
+                f"{c['old']}, {s['only_new']} only in {c['new']}); {moves}; {len(s['status_changed'])} changed "
+                "status. A change that only "
                 f"redrew the runs' randomness would move about {s['expected_by_chance']:.1f} of these "
                 "cells by chance.", ""]
         if s["moved"]:

@@ -118,6 +118,24 @@ def test_compare_states_how_many_cells_move_by_chance(tmp_path):
     assert "A change that only redrew the runs' randomness would move about 1.0 of these cells by chance" in text
 
 
+def test_compare_of_one_seed_cells_says_there_is_no_spread(tmp_path):
+    """With one seed per cell in both versions there is no spread to move beyond: the sentence says the cells
+    differ or are equal, not that they moved beyond their seed spread; with several seeds it keeps that wording."""
+    (tmp_path / "old.csv").write_text("cell,algorithm,status,test_accuracy\na,fedavg,ok,0.5\nb,fedavg,ok,0.6\n")
+    (tmp_path / "new.csv").write_text("cell,algorithm,status,test_accuracy\na,fedavg,ok,0.5\nb,fedavg,ok,0.7\n")
+    c = compare.compare_suite(tmp_path / "old.csv", tmp_path / "new.csv")
+    assert c["one_seed"] == 2 and len(c["moved"]) == 1
+    none = {k: {"old_report": None, "new_report": None} for k in ("theory", "claims", "claims_full")}
+    text = compare.markdown({"old": "a", "new": "b", "suites": {"s": c}, **none})
+    assert "1 differ, 1 is equal (one seed per cell in both versions: no spread" in text
+    assert "beyond their seed spread" not in text.split("### s")[1]
+    (tmp_path / "new.csv").write_text("cell,algorithm,status,test_accuracy\na,fedavg,ok,0.5\na,fedavg,ok,0.52\n"
+                                      "b,fedavg,ok,0.7\n")
+    c = compare.compare_suite(tmp_path / "old.csv", tmp_path / "new.csv")
+    text = compare.markdown({"old": "a", "new": "b", "suites": {"s": c}, **none})
+    assert "1 moved beyond their seed spread, 1 within it" in text
+
+
 def test_compare_keeps_a_claim_at_two_scales_apart(tmp_path):
     """A claims report holds the main claim once per scale: the compare matches the first scale's row with the
     older version's row and lists the second scale as added, each verdict with its scale (keyed by id alone, the
