@@ -63,7 +63,7 @@ def rerender(a, scale: str) -> int:
 
 def own_claims(a) -> None:
     """``--claims FILE``: load the user's claims file and make it the paper this command runs."""
-    from theory.empirical import load_claims
+    from theory.empirical import load_claims, paper
 
     name = load_claims(a.claims)
     if a.paper and a.paper != name:
@@ -72,8 +72,6 @@ def own_claims(a) -> None:
     if a.publish:
         raise ValueError("--publish writes the five papers' committed reports; the claims of your own file go under "
                          "--results (default ./runs), in claims/<version>/own/" + name)
-    from theory.empirical import paper
-
     if a.scale == "full" and not hasattr(paper(name), "FULL"):
         raise ValueError(f"--scale full judges a paper suite's cells; claims file {a.claims} declares no FULL scale "
                          "(theory.empirical.FullScale)")

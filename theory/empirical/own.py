@@ -67,6 +67,10 @@ def load(path, builtin: tuple = ()) -> str:
     old = MODULES.get(mod.PAPER)
     if old is not None and Path(old.__file__).resolve() != path.resolve():
         raise ClaimsFileError(f"claims file {path}: PAPER {mod.PAPER!r} is already taken by {old.__file__}")
+    if not hasattr(mod, "TITLE"):
+        mod.TITLE = str(mod.PAPER)
+    if not hasattr(mod, "CPU"):
+        mod.CPU = mod.SCALES[0]  # the first scale runs every claim, as a paper module's CPU
     mod.__file__ = str(path)
     sys.modules[name] = mod
     MODULES[mod.PAPER] = mod
@@ -75,10 +79,10 @@ def load(path, builtin: tuple = ()) -> str:
 
 def provenance(paper: str) -> dict:
     """The loaded claims file of ``paper``: its path and the sha256 of its text (recorded in the report's meta)."""
-    import hashlib
+    from algorithms.core.plugins import sha256_file
 
     path = Path(MODULES[paper].__file__)
-    return {"path": str(path.resolve()), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    return {"path": str(path.resolve()), "sha256": sha256_file(path)}
 
 
 def check(mod, builtin: tuple = ()) -> list[str]:
@@ -96,8 +100,6 @@ def check(mod, builtin: tuple = ()) -> list[str]:
         out.append(f"PAPER must be a lowercase name (letters, digits, _), got {mod.PAPER!r}")
     elif mod.PAPER in builtin:
         out.append(f"PAPER {mod.PAPER!r} is one of the papers' names ({', '.join(builtin)}): choose another")
-    if not hasattr(mod, "TITLE"):
-        mod.TITLE = str(mod.PAPER)
     if not isinstance(mod.BUDGET, Budget):
         out.append("BUDGET must be a theory.empirical.Budget(looks, cpu_minutes, reason)")
     if not isinstance(mod.ARMS, dict) or not all(isinstance(a, Arm) and a.name == k for k, a in mod.ARMS.items()):
@@ -121,9 +123,9 @@ def check(mod, builtin: tuple = ()) -> list[str]:
                            f"(ARMS: {', '.join(sorted(mod.ARMS))})")
     if len({c.id for c in claims}) != len(claims):
         out.append("claim ids must be distinct")
-    scales = tuple(getattr(mod, "SCALES", ())) or (mod.CPU,)
-    if not hasattr(mod, "CPU"):
-        mod.CPU = scales[0]
+    scales = tuple(getattr(mod, "SCALES", ())) or ((mod.CPU,) if hasattr(mod, "CPU") else ())
+    if not scales:
+        out.append("SCALES must hold at least one theory.empirical.CpuScale")
     for sc in scales:
         if not isinstance(sc, CpuScale):
             out.append("CPU (and each of SCALES) must be a theory.empirical.CpuScale")

@@ -4,8 +4,9 @@
 ``report.json`` (read by ``benchmark.report.claim_verdicts``, ``benchmark.compare`` and the paper pages):
 
 * ``code_version``, ``environment``, ``meta`` (scale, quick, wall_seconds, cpus, backend, jobs, load_start,
-  load_end, note, looks, ``claims_file`` ({path, sha256} of a claims file of the user's, ``own``), and ``judged_by``, the code version that judged the records, once ``rerender`` has
-  re-rendered the report), ``counts`` ({verdict: number of claims}), ``method`` (alpha, spending, skew
+  load_end, note, looks, ``claims_file`` ({path, sha256} of a claims file of the user's, ``own``), and
+  ``judged_by``, the code version that judged the records, once ``rerender`` has re-rendered the report),
+  ``counts`` ({verdict: number of claims}), ``method`` (alpha, spending, skew
   allowance, a sentence), ``before`` (the version whose spreads the markdown shows beside these, or null);
 * ``claims``: one summary per claim: ``id``, ``paper``, ``verdict`` (SUPPORTED / CONTRADICTED / NEGLIGIBLE /
   INCONCLUSIVE), ``scale``, ``metric``, ``key_number`` (mean difference and interval per comparison),
@@ -384,17 +385,22 @@ def summary(c: dict) -> dict:
             "closest": c.get("closest")}
 
 
+def _commit(version: dict) -> str:
+    """A code version's commit as the header shows it: the hash, "(dirty)" for uncommitted changes."""
+    return f"{version.get('git_commit') or '?'}{' (dirty)' if version.get('git_dirty') else ''}"
+
+
 def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: dict | None = None) -> list[str]:
     claims = [c for p in papers for c in p["claims"]]
     md = [f"# Empirical claims report ({version['package']})", ""]
     if meta.get("quick"):
         md += ["**Quick mode: one look of a few seeds at a reduced scale, a smoke test. These are not verdicts.**", ""]
-    code = f"{version['git_commit'] or '?'}{' (dirty)' if version['git_dirty'] else ''}"
+    code = _commit(version)
     judged, this = meta.get("judged_by"), "This invocation"
     if judged and judged.get("git_commit") != version["git_commit"]:
         this = "The invocation that judged them"
-        code = (f"{judged.get('git_commit') or '?'}{' (dirty)' if judged.get('git_dirty') else ''} judged the records; "
-                f"code {code} re-rendered this report from its report.json (`fedrepro claims --rerender`, no run)")
+        code = (f"{_commit(judged)} judged the records; code {code} re-rendered this report from its report.json "
+                "(`fedrepro claims --rerender`, no run)")
     md += [f"Code {code}. {len(claims)} claims: "
            + ", ".join(f"{n} {v}" for v, n in counts.items()) + ". "
            f"The cells' runs took {sum(p['cells'].get('cell_seconds', 0) for p in papers) / 60:.1f} min summed over "

@@ -20,6 +20,7 @@ from pathlib import Path
 from benchmark import runner, store, tuning
 from benchmark.experiment import code_version
 
+from . import is_own
 from .claim import Budget
 from .judge import Judge
 from .metrics import COMPANIONS
@@ -247,8 +248,6 @@ def report_folder(results_root, scale: str, paper: str | None = None, out=None) 
     """Where ``fedrepro claims`` writes: results/claims/<version>[/<scale>][/partial/<paper>], or ``out``; a
     claims file of the user's (``own``) in .../own/<its PAPER>. One paper never overwrites the whole report, nor
     another paper's."""
-    from . import is_own
-
     if out:
         return Path(out)
     base = Path(results_root) / "claims" / code_version()["package"]
@@ -269,7 +268,6 @@ def plan_claims(paper: str | None = None, scale: str = "cpu") -> list[dict]:
     """The full report's plan without running anything: per paper, its budget and, per CPU scale (or per
     replication, ``scale="replication"``), the claims it runs, its looks and its cost plan at the measured costs
     (``CpuScale.cost_plan``)."""
-    from . import is_own
     from . import papers as paper_modules
 
     out = []
@@ -278,8 +276,8 @@ def plan_claims(paper: str | None = None, scale: str = "cpu") -> list[dict]:
         if not scs:
             continue
         scales = [{"scale": sc.name, "claims": [c.id for c in claims_at(sc, m.CLAIMS)],
-                   "looks": list(sc.looks or scale_looks(m.BUDGET.looks, sc.max_seeds)), "plan": sc.cost_plan(strict=not is_own(m.PAPER)),
-                   "seeds": [sc.seed_start, sc.seed_start + sc.max_seeds - 1]} for sc in scs]
+                   "looks": list(sc.looks or scale_looks(m.BUDGET.looks, sc.max_seeds)),
+                   "plan": sc.cost_plan(strict=not is_own(m.PAPER)), "seeds": [sc.seed_start, sc.seed_start + sc.max_seeds - 1]} for sc in scs]
         budget = ({"looks": list(scs[0].looks), "cpu_minutes": sum(sc.cpu_minutes for sc in scs),
                    "reason": "the replications' own budgets"} if scale == "replication" else
                   {"looks": list(m.BUDGET.looks), "cpu_minutes": m.BUDGET.cpu_minutes, "reason": m.BUDGET.reason})
@@ -331,8 +329,6 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     the results root's; None: none). Returns {"papers": [...], "paths": {...}}."""
     from . import papers as paper_modules
     from .report import write_report
-
-    from . import is_own
 
     if scale == "replication" and before == "previous":  # beside a replication: the first stage it repeats
         before = code_version()["package"]
