@@ -126,28 +126,39 @@ def _builtins_first() -> None:
         t.load_builtins()
 
 
-def _snapshot() -> dict[str, set]:
+def snapshot() -> dict[str, set]:
+    """The names every tracked registry holds now: compare with ``added`` after code that may register."""
     return {k: set(t.entries) for k, t in _TRACKED.items()}
 
 
-def _added(before: dict[str, set]) -> dict[str, list]:
+def added(before: dict[str, set]) -> dict[str, list]:
+    """What each registry gained since ``snapshot()`` returned ``before``: {kind: sorted names}."""
     return {k: sorted(set(t.entries) - before.get(k, set())) for k, t in _TRACKED.items()}
 
 
-def _rollback(before: dict[str, set], module: str | None) -> None:
-    for kind, names in _added(before).items():
+def rollback(before: dict[str, set], module: str | None = None) -> None:
+    """Remove what the registries gained since ``before`` (and the module ``module`` from sys.modules): code
+    that failed, or was not allowed to register, leaves no stray names behind."""
+    for kind, names in added(before).items():
         for n in names:
             _TRACKED[kind].entries.pop(n, None)
     if module:
         sys.modules.pop(module, None)
 
 
+def error_line(e: BaseException, filename: str | os.PathLike | None) -> int | None:
+    """The line of the deepest frame of file ``filename`` in ``e``'s traceback (None: the file has none)."""
+    if filename is None:
+        return None
+    target = os.path.realpath(filename)
+    lines = [f.lineno for f in traceback.extract_tb(e.__traceback__) if os.path.realpath(f.filename) == target]
+    return lines[-1] if lines else None
+
+
 def _where(e: BaseException, filename: str | None) -> str:
     """' (line N)' of the deepest frame of the plugin's own file in the traceback, if any."""
-    if filename is None:
-        return ""
-    lines = [f.lineno for f in traceback.extract_tb(e.__traceback__) if os.path.abspath(f.filename) == filename]
-    return f" (line {lines[-1]})" if lines else ""
+    line = error_line(e, filename)
+    return f" (line {line})" if line else ""
 
 
 _MODULE_FILES: dict[str, str] = {}  # the module name of a file plugin -> its path
@@ -202,7 +213,7 @@ def load(spec: str, base: str | os.PathLike | None = None, propagate: bool = Tru
     if old is not None:  # the file changed: its new version replaces the old registrations
         unload(old)
     _LOADING.add(key)
-    before, module = _snapshot(), None
+    before, module = snapshot(), None
     try:
         if path is not None:
             module = _import_file(path, source)
@@ -213,16 +224,16 @@ def load(spec: str, base: str | os.PathLike | None = None, propagate: bool = Tru
             sha, where = sha256_module(plugin_mod)
             origin = {"module": spec, "path": where}
     except PluginError:
-        _rollback(before, module)
+        rollback(before, module)
         raise
     except BaseException as e:  # noqa: BLE001 - any error of the plugin's code is reported as the plugin's
-        _rollback(before, module if path is not None else None)
+        rollback(before, module if path is not None else None)
         what = f"plugin file {path}" if path is not None else f"plugin module {spec!r}"
         raise PluginError(f"{what} failed to import{_where(e, str(path) if path else None)}: "
                           f"{type(e).__name__}: {e}") from e
     finally:
         _LOADING.discard(key)
-    plugin = Plugin(key, origin, sha, module, _added(before))
+    plugin = Plugin(key, origin, sha, module, added(before))
     _PLUGINS[key] = plugin
     if propagate:
         _propagate(key)
@@ -292,17 +303,17 @@ def _load_entry_point(ep, kind: str) -> Plugin:
     origin = {"entry_point": f"{ep.group}:{ep.name} = {ep.value}",
               "distribution": getattr(dist, "name", None) or "?", "version": getattr(dist, "version", None) or "?"}
     _builtins_first()
-    before = _snapshot()
+    before = snapshot()
     try:
         obj = ep.load()
         if not isinstance(obj, ModuleType) and getattr(obj, "name", None) not in _TRACKED[kind].entries:
             _TRACKED[kind].add(obj)
     except BaseException as e:  # noqa: BLE001
-        _rollback(before, None)
+        rollback(before, None)
         raise PluginError(f"plugin entry point {origin['entry_point']!r} of {origin['distribution']} "
                           f"{origin['version']} failed to load: {type(e).__name__}: {e}") from e
     sha, where = sha256_module(sys.modules[ep.module])
-    plugin = Plugin(key, {**origin, "path": where}, sha, ep.module, _added(before))
+    plugin = Plugin(key, {**origin, "path": where}, sha, ep.module, added(before))
     _PLUGINS[key] = plugin
     return plugin
 

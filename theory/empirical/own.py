@@ -23,9 +23,10 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-import traceback
 from pathlib import Path
 from types import ModuleType
+
+from algorithms.core import plugins
 
 from .claim import Arm, Budget, Claim
 from .scale import CpuScale
@@ -47,20 +48,22 @@ def load(path, builtin: tuple = ()) -> str:
     name = f"fedrepro_claims_{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}"
     import algorithms
 
+    algorithms.names()  # the built-ins and installed plugins first: what the file adds is what it registered
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
-    before = set(algorithms.names())
+    before = plugins.snapshot()
     try:
         spec.loader.exec_module(mod)
     except Exception as e:  # noqa: BLE001 - any error in the user's file is reported with its line
-        line = next((f.lineno for f in reversed(traceback.extract_tb(e.__traceback__))
-                     if Path(f.filename).resolve() == path.resolve()), None)
+        plugins.rollback(before)
+        line = plugins.error_line(e, path)
         raise ClaimsFileError(f"claims file {path}{f' line {line}' if line else ''}: {type(e).__name__}: {e}") from e
-    added = sorted(set(algorithms.names()) - before)
+    added = [f"{kind} ({', '.join(names)})" for kind, names in plugins.added(before).items() if names]
     if added:  # a worker process would not have them, and no record would say where they came from
-        raise ClaimsFileError(f"claims file {path} registers algorithms ({', '.join(added)}): put them in a plugin file "
-                              "and pass it with --plugin FILE (then worker processes load them too, and every record "
-                              "names the file and its sha256)")
+        plugins.rollback(before)
+        raise ClaimsFileError(f"claims file {path} registers {' and '.join(added)}: put them in a plugin file and pass "
+                              "it with --plugin FILE (then worker processes load them too, and every record names "
+                              "the file and its sha256)")
     problems = check(mod, builtin)
     if problems:
         raise ClaimsFileError(f"claims file {path}: " + "; ".join(problems))
@@ -79,10 +82,8 @@ def load(path, builtin: tuple = ()) -> str:
 
 def provenance(paper: str) -> dict:
     """The loaded claims file of ``paper``: its path and the sha256 of its text (recorded in the report's meta)."""
-    from algorithms.core.plugins import sha256_file
-
     path = Path(MODULES[paper].__file__)
-    return {"path": str(path.resolve()), "sha256": sha256_file(path)}
+    return {"path": str(path.resolve()), "sha256": plugins.sha256_file(path)}
 
 
 def check(mod, builtin: tuple = ()) -> list[str]:
