@@ -1,0 +1,35 @@
+"""The tuning-noise pilot (theory/empirical/tuning_noise.py): which point one tuning seed chooses against the mean
+of several, and the report's seed-1000 scores read back."""
+import pytest
+
+from theory.empirical import tuning_noise as tn
+
+
+def test_a_lucky_first_seed_is_found_and_its_loss_measured():
+    # seed 1000 favours point 1; the other two seeds favour point 0, which the mean of the three prefers
+    r = tn.summarize([{"lr": 0.1}, {"lr": 0.03}, {"lr": 0.01}],
+                     {1000: [0.50, 0.60, 0.55], 1001: [0.60, 0.50, 0.58], 1002: [0.62, 0.52, 0.57]})
+    assert (r["first"], r["mean_choice"], r["each"]) == (1, 0, [1, 0, 0])
+    assert r["lost"] == pytest.approx((0.50 + 0.60 + 0.62) / 3 - (0.60 + 0.50 + 0.52) / 3)
+    assert r["sds"][0] == pytest.approx(0.0643, abs=1e-4)
+
+
+def test_agreeing_seeds_lose_nothing_and_a_failed_point_has_no_mean():
+    r = tn.summarize([{"lr": 1}, {"lr": 2}], {1000: [None, 0.7], 1001: [0.9, 0.8]})
+    assert r["means"][0] is None and (r["first"], r["mean_choice"], r["lost"]) == (1, 1, 0.0)
+    assert tn.best([0.5, 0.5]) == 0 and tn.best([None, None]) is None  # ties to the earlier point, as tuning.select
+
+
+def test_the_reports_seed_1000_scores_are_tabulated(tmp_path):
+    """No runs recorded: the table holds the committed report's own tuning scores (seed 1000) and says so."""
+    assert tn.main(["--scale", "lfl:cpu", "--seeds", "1001", "--no-run", "--results", str(tmp_path)]) == 0
+    md = next(tmp_path.rglob("tuning-noise.md")).read_text()
+    assert "| noniid_m40_full / lossless | lr=0.01: 12.2 / ***lr=0.03: 33.8*** / lr=0.1: 13.5 |" in md
+    assert "**0 of 5** (setting, arm) pairs" in md
+
+
+def test_seed_1000_is_refused_and_an_unknown_scale_named(tmp_path):
+    with pytest.raises(SystemExit):
+        tn.main(["--scale", "lfl:cpu", "--seeds", "1000", "--no-run", "--results", str(tmp_path)])
+    with pytest.raises(ValueError, match="lfl has no CPU scale 'huge'; its scales: cpu, cpu4x"):
+        tn.main(["--scale", "lfl:huge", "--seeds", "1001", "--no-run", "--results", str(tmp_path)])

@@ -1,0 +1,180 @@
+"""How much does one tuning seed decide? The claims' tuning cells again on more tuning seeds (a pilot, no verdict).
+
+Every arm of the empirical claims is tuned on one tuning seed (``CpuScale.tune_seeds = (1000,)``): each grid point
+trains once on seed 1000 with a validation split held out of the training data, and the point with the best
+validation accuracy is the arm's (``benchmark.tuning.select``). When two grid points' scores differ by less than
+their seed-to-seed spread, that choice is a draw, and the comparison that follows compares arms tuned by chance.
+
+This module measures it for a scale: it runs the scale's tuning cells on more tuning seeds (the same cells, seeds
+and validation split otherwise; no final runs, no test set) and tabulates, per (setting, arm), each grid point's
+validation accuracy on every seed, the point seed 1000 chose (the report's choice; its scores are read from the
+claims report, so seed 1000 is not run again) and the point the mean over all the seeds would choose. It decides
+nothing about any claim: the claims' verdicts stand as judged, with their one-seed tuning declared in the report.
+What it informs is the design of a later version (how many tuning seeds a scale needs).
+
+``python -m theory.empirical.tuning_noise --scale lfl:cpu fedbat:cpu --seeds 1001 1002`` runs the cells under
+``runs/claims/<version>/tuning-noise/`` (resumable; Ctrl-C keeps the finished runs) and writes ``tuning-noise.md``
+there; ``--publish`` writes the markdown to ``results/claims/<version>/`` instead (the runs stay in ``runs/``).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from benchmark import runner, store, tuning
+from benchmark.experiment import code_version
+
+from . import paper as paper_module
+from .run import claims_at, needed
+
+FIRST = 1000  # the claims' tuning seed
+
+
+def scale_of(spec: str):
+    """``paper:scale`` -> (paper module, its CpuScale of that name)."""
+    name, _, scale = spec.partition(":")
+    mod = paper_module(name)
+    for sc in mod.SCALES:
+        if sc.name == (scale or "cpu"):
+            return mod, sc
+    raise ValueError(f"{name} has no CPU scale {scale!r}; its scales: {', '.join(s.name for s in mod.SCALES)}")
+
+
+def extra_cells(mod, scale, seeds) -> dict:
+    """{(setting, arm): (grid points, [(grid index, seed, experiment)])}: the scale's tuning cells on ``seeds``
+    (the claims' own cells but for the seed)."""
+    more = dataclasses.replace(scale, tune_seeds=tuple(int(s) for s in seeds))
+    return {(s, a): (more.plan(a).points(), tuning.tuning_cells(more.base(s, mod.ARMS[a]), more.plan(a)))
+            for s, a in needed(claims_at(more, mod.CLAIMS))}
+
+
+def first_scores(report: dict, paper: str, scale: str) -> dict:
+    """{"setting / arm": [seed-1000 validation accuracy per grid point]} from a claims report.json."""
+    for p in report["papers"]:
+        if p["paper"] == paper and p["scale"]["scale"] == scale:
+            return {k: [(pt.get("validation_accuracy") or {}).get(str(FIRST)) for pt in t["points"]]
+                    for k, t in p["tuning"].items()}
+    raise KeyError(f"the claims report has no tuning of {paper} at scale {scale}")
+
+
+def best(scores: list) -> int | None:
+    """The index of the best score (ties to the earlier point, None scores lose), as ``tuning.select``."""
+    finite = [(-math.inf if v is None else v) for v in scores]
+    if all(math.isinf(v) for v in finite):
+        return None
+    return max(range(len(finite)), key=lambda i: (round(finite[i], 12), -i))
+
+
+def summarize(points: list, per_seed: dict) -> dict:
+    """One (setting, arm): ``per_seed`` {seed: [score per point]} with seed 1000 first. Returns the two choices,
+    each point's mean and sd over the seeds, the mean-score gap between the choices (what the one-seed choice
+    loses on average), and the seeds' own choices. A point that failed on any seed has no mean (as in
+    ``tuning.select``)."""
+    seeds = list(per_seed)
+    cols = list(zip(*[per_seed[s] for s in seeds]))
+    means = [None if any(v is None for v in c) else statistics.fmean(c) for c in cols]
+    sds = [None if any(v is None for v in c) or len(c) < 2 else statistics.stdev(c) for c in cols]
+    one, many = best(per_seed[seeds[0]]), best(means)
+    lost = None if one is None or many is None or means[one] is None else means[many] - means[one]
+    return {"points": points, "seeds": seeds, "first": one, "mean_choice": many, "means": means, "sds": sds,
+            "lost": lost, "each": [best(per_seed[s]) for s in seeds]}
+
+
+def _label(points, i) -> str:
+    return "-" if i is None else tuning.point_label(points[i])
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    lines = [f"# Tuning noise: one tuning seed against {meta['n_seeds']} ({meta['version']})", "",
+             f"Code {meta['commit']}; `python -m theory.empirical.tuning_noise {meta['args']}`; {meta['minutes']:.0f} "
+             f"min wall on {meta['cpus']} CPU(s) (backend {meta['backend']}, jobs {meta['jobs']}).", "",
+             __doc__.split("\n\n")[1].replace("\n", " ").replace("``", "`"), "",
+             "A pilot, not a verdict: the claims report's verdicts stand as judged. Seed 1000's scores are the "
+             "report's own (`results/claims/<version>/report.json`); the other seeds are new runs of the same cells.",
+             ""]
+    changed = [r for r in rows if r["first"] != r["mean_choice"]]
+    lines += [f"**{len(changed)} of {len(rows)}** (setting, arm) pairs would tune to another point with the mean of "
+              f"{meta['n_seeds']} tuning seeds than with seed {FIRST} alone.", ""]
+    for scale in dict.fromkeys(r["scale"] for r in rows):
+        lines += [f"## {scale}", "",
+                  "| setting / arm | grid point: mean validation accuracy % +- sd over the seeds (seed 1000's "
+                  "choice **bold**, the mean's *italic*) | each seed's choice | same? | the mean lost by seed "
+                  "1000's choice |", "|---|---|---|---|---|"]
+        for r in [r for r in rows if r["scale"] == scale]:
+            cells_ = []
+            for i, p in enumerate(r["points"]):
+                m, sd = r["means"][i], r["sds"][i]
+                txt = f"{tuning.point_label(p)}: " + ("failed on a seed" if m is None else f"{100 * m:.1f}" +
+                                                       ("" if sd is None else f" +- {100 * sd:.1f}"))
+                if i == r["first"]:
+                    txt = f"**{txt}**"
+                if i == r["mean_choice"]:
+                    txt = f"*{txt}*"
+                cells_.append(txt)
+            each = ", ".join(f"{s}: {_label(r['points'], c)}" for s, c in zip(r["seeds"], r["each"]))
+            lost = "-" if r["lost"] is None else f"{100 * r['lost']:.1f} points"
+            lines.append(f"| {r['key']} | {' / '.join(cells_)} | {each} | "
+                         f"{'yes' if r['first'] == r['mean_choice'] else '**no**'} | {lost} |")
+        lines.append("")
+    lines += ["Not measured: " + meta["not_measured"], ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m theory.empirical.tuning_noise", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scale", nargs="+", required=True, metavar="PAPER:SCALE", help="e.g. lfl:cpu fedbat:cpu")
+    ap.add_argument("--seeds", nargs="+", type=int, required=True, help="tuning seeds besides 1000, e.g. 1001 1002")
+    ap.add_argument("--results", default="runs", help="results root (default ./runs)")
+    ap.add_argument("--publish", action="store_true", help="write the markdown to results/claims/<version>/")
+    ap.add_argument("--report", default=None, help="the claims report.json with seed 1000's scores "
+                    "(default results/claims/<version>/report.json)")
+    ap.add_argument("--backend", default="process", choices=("local", "process", "ray"))
+    ap.add_argument("--jobs", default=None)
+    ap.add_argument("--no-run", action="store_true", help="tabulate the recorded runs only")
+    ap.add_argument("--not-measured", default="", help="what the pilot left out and why (a sentence for the page)")
+    a = ap.parse_args(argv)
+    if FIRST in a.seeds:
+        ap.error(f"seed {FIRST} is the claims' own tuning seed: its scores come from the report")
+    version = code_version()["package"]
+    root = Path(__file__).resolve().parents[2]
+    report = json.loads(Path(a.report or root / "results" / "claims" / version / "report.json").read_text())
+    folder = Path(a.results) / "claims" / version / "tuning-noise"
+    scales = [scale_of(s) for s in a.scale]
+    todo = {(mod.PAPER, sc.name): extra_cells(mod, sc, a.seeds) for mod, sc in scales}
+    t0 = time.time()
+    if not a.no_run:
+        order = [e for s in a.seeds for c in todo.values() for _, cl in c.values() for _, sd, e in cl if sd == s]
+        runner.run_experiments(order, folder / "runs", a.backend, a.jobs, desc="tuning noise")
+    recs = {r["config_hash"]: r for r in store.read_records(folder / "runs")} if (folder / "runs").is_dir() else {}
+    rows = []
+    for (paper, scale), pairs in todo.items():
+        first = first_scores(report, paper, scale)
+        for (s, arm), (points, cl) in pairs.items():
+            key = f"{s} / {arm}"
+            per_seed = {FIRST: first[key]}
+            for seed in a.seeds:
+                hits = [recs.get(e.config_hash()) for _, sd, e in cl if sd == seed]
+                if any(h is None for h in hits):
+                    continue  # a seed not finished for this pair: left out (the table says which seeds it has)
+                per_seed[seed] = [None if math.isinf(v := tuning._score(h)) else v for h in hits]
+            rows.append({"scale": f"{paper} {scale}", "key": key, **summarize(points, per_seed)})
+    n = {len(r["seeds"]) for r in rows}
+    meta = {"version": version, "commit": code_version().get("git_commit"), "args": " ".join(argv or sys.argv[1:]),
+            "minutes": (time.time() - t0) / 60, "cpus": len(__import__("os").sched_getaffinity(0)),
+            "backend": a.backend, "jobs": a.jobs, "n_seeds": n.pop() if len(n) == 1 else "several",
+            "not_measured": a.not_measured or "-"}
+    out = (root / "results" / "claims" / version) if a.publish else folder
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tuning-noise.md").write_text(markdown(rows, meta))
+    print(f"wrote {out / 'tuning-noise.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
