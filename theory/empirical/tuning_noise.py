@@ -135,7 +135,8 @@ def main(argv=None) -> int:
     ap.add_argument("--report", default=None, help="the claims report.json with seed 1000's scores "
                     "(default results/claims/<version>/report.json)")
     ap.add_argument("--backend", default="process", choices=("local", "process", "ray"))
-    ap.add_argument("--jobs", default=None)
+    ap.add_argument("--jobs", default=None, type=lambda v: v if v == "auto" else int(v),
+                    help="process workers: an integer >= 1 or auto")
     ap.add_argument("--no-run", action="store_true", help="tabulate the recorded runs only")
     ap.add_argument("--not-measured", default="", help="what the pilot left out and why (a sentence for the page)")
     a = ap.parse_args(argv)
