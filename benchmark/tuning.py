@@ -123,7 +123,9 @@ def final_cells(base: Experiment, point: dict, plan: TuningPlan, seeds=None) -> 
     return [dataclasses.replace(chosen, seed=s) for s in seeds]
 
 
-def _score(rec: dict | None) -> float:
+def score(rec: dict | None) -> float:
+    """A tuning run's validation accuracy (its final evaluation on the validation split), -inf when it did not
+    finish ok."""
     if rec is None or rec.get("status") != "ok":
         return -math.inf
     v = rec.get("final", {}).get("test_accuracy")  # on the validation split: the run never saw the test set
@@ -142,7 +144,7 @@ def select(base: Experiment, plan: TuningPlan, records: dict[str, dict]) -> dict
             if j != i:
                 continue
             rec = records.get(e.config_hash())
-            per_seed[s] = _score(rec)
+            per_seed[s] = score(rec)
             status[s] = rec["status"] if rec else "missing"
         vals = list(per_seed.values())
         mean = -math.inf if any(math.isinf(v) for v in vals) else sum(vals) / len(vals)

@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -31,7 +32,7 @@ from benchmark import runner, store, tuning
 from benchmark.experiment import code_version
 
 from . import paper as paper_module
-from .run import claims_at, needed
+from .run import cell_seconds, claims_at, needed
 
 FIRST = 1000  # the claims' tuning seed
 
@@ -92,8 +93,9 @@ def _label(points, i) -> str:
 
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# Tuning noise: one tuning seed against {meta['n_seeds']} ({meta['version']})", "",
-             f"Code {meta['commit']}; `python -m theory.empirical.tuning_noise {meta['args']}`; {meta['minutes']:.0f} "
-             f"min wall on {meta['cpus']} CPU(s) (backend {meta['backend']}, jobs {meta['jobs']}).", "",
+             f"Code {meta['commit']}; `python -m theory.empirical.tuning_noise {meta['args']}`. The new tuning runs "
+             f"took {meta['cpu_minutes']:.0f} CPU-min (summed as recorded, a batched run counting its share); this "
+             f"invocation {meta['minutes']:.1f} min wall on {meta['cpus']} CPU(s).", "",
              __doc__.split("\n\n")[1].replace("\n", " ").replace("``", "`"), "",
              "A pilot, not a verdict: the claims report's verdicts stand as judged. Seed 1000's scores are the "
              "report's own (`results/claims/<version>/report.json`); the other seeds are new runs of the same cells.",
@@ -153,6 +155,7 @@ def main(argv=None) -> int:
         order = [e for s in a.seeds for c in todo.values() for _, cl in c.values() for _, sd, e in cl if sd == s]
         runner.run_experiments(order, folder / "runs", a.backend, a.jobs, desc="tuning noise")
     recs = {r["config_hash"]: r for r in store.read_records(folder / "runs")} if (folder / "runs").is_dir() else {}
+    spent = cell_seconds(recs, [e for c in todo.values() for _, cl in c.values() for _, _, e in cl])
     rows = []
     for (paper, scale), pairs in todo.items():
         first = first_scores(report, paper, scale)
@@ -163,12 +166,12 @@ def main(argv=None) -> int:
                 hits = [recs.get(e.config_hash()) for _, sd, e in cl if sd == seed]
                 if any(h is None for h in hits):
                     continue  # a seed not finished for this pair: left out (the table says which seeds it has)
-                per_seed[seed] = [None if math.isinf(v := tuning._score(h)) else v for h in hits]
+                per_seed[seed] = [None if math.isinf(v := tuning.score(h)) else v for h in hits]
             rows.append({"scale": f"{paper} {scale}", "key": key, **summarize(points, per_seed)})
     n = {len(r["seeds"]) for r in rows}
     meta = {"version": version, "commit": code_version().get("git_commit"), "args": " ".join(argv or sys.argv[1:]),
-            "minutes": (time.time() - t0) / 60, "cpus": len(__import__("os").sched_getaffinity(0)),
-            "backend": a.backend, "jobs": a.jobs, "n_seeds": n.pop() if len(n) == 1 else "several",
+            "minutes": (time.time() - t0) / 60, "cpu_minutes": spent / 60, "cpus": len(os.sched_getaffinity(0)),
+            "n_seeds": n.pop() if len(n) == 1 else "several",
             "not_measured": a.not_measured or "-"}
     out = (root / "results" / "claims" / version) if a.publish else folder
     out.mkdir(parents=True, exist_ok=True)
