@@ -33,3 +33,17 @@ def test_seed_1000_is_refused_and_an_unknown_scale_named(tmp_path):
         tn.main(["--scale", "lfl:cpu", "--seeds", "1000", "--no-run", "--results", str(tmp_path)])
     with pytest.raises(ValueError, match="lfl has no CPU scale 'huge'; its scales: cpu, cpu4x"):
         tn.main(["--scale", "lfl:huge", "--seeds", "1001", "--no-run", "--results", str(tmp_path)])
+
+
+def test_the_page_counts_changed_choices_and_split_seeds():
+    pts = [{"lr": 0.1}, {"lr": 0.01}]
+    lucky = tn.summarize(pts, {1000: [0.5, 0.6], 1001: [0.7, 0.5], 1002: [0.7, 0.5]})
+    split = tn.summarize(pts, {1000: [0.6, 0.5], 1001: [0.5, 0.6], 1002: [0.7, 0.5]})
+    stable = tn.summarize(pts, {1000: [0.6, 0.5], 1001: [0.6, 0.5], 1002: [0.7, 0.5]})
+    rows = [{"scale": "x cpu", "key": f"s / {k}", **r} for k, r in (("a", lucky), ("b", split), ("c", stable))]
+    md = tn.markdown(rows, {"n_seeds": 3, "version": "0", "commit": "c", "args": "", "cpu_minutes": 1.0,
+                            "minutes": 0.1, "cpus": 2, "not_measured": "-"})
+    assert "**1 of 3** (setting, arm) pairs would tune to another point" in md
+    assert "in **2 of 3** the seeds do not all choose the same point" in md
+    assert "| s / a | *lr=0.1: 63.3 +- 11.5* / **lr=0.01: 53.3 +- 5.8** | 1000: lr=0.01, 1001: lr=0.1, 1002: lr=0.1 " \
+           "| **no** | 10.0 points |" in md

@@ -101,8 +101,13 @@ def markdown(rows: list[dict], meta: dict) -> str:
              "report's own (`results/claims/<version>/report.json`); the other seeds are new runs of the same cells.",
              ""]
     changed = [r for r in rows if r["first"] != r["mean_choice"]]
+    split = [r for r in rows if len(set(r["each"])) > 1]
     lines += [f"**{len(changed)} of {len(rows)}** (setting, arm) pairs would tune to another point with the mean of "
-              f"{meta['n_seeds']} tuning seeds than with seed {FIRST} alone.", ""]
+              f"{meta['n_seeds']} tuning seeds than with seed {FIRST} alone; in **{len(split)} of {len(rows)}** the "
+              "seeds do not all choose the same point. With a few seeds the mean's choice is an estimate too: a "
+              "disagreement shows that one seed's choice is not stable, an agreement is weak evidence that it is. "
+              "The last column is the mean validation accuracy of the mean's choice less that of seed 1000's, over "
+              "the same seeds (seed 1000's own score among them, which favours its choice).", ""]
     for scale in dict.fromkeys(r["scale"] for r in rows):
         lines += [f"## {scale}", "",
                   "| setting / arm | grid point: mean validation accuracy % +- sd over the seeds (seed 1000's "
