@@ -45,5 +45,9 @@ def test_the_page_counts_changed_choices_and_split_seeds():
                             "minutes": 0.1, "cpus": 2, "not_measured": "-"})
     assert "**1 of 3** (setting, arm) pairs would tune to another point" in md
     assert "in **2 of 3** the seeds do not all choose the same point" in md
+    assert "In **0 of 3** the mean's choice is an end of its grid" in md  # two points: no interior to miss
+    three = [{"lr": 0.01}, {"lr": 0.03}, {"lr": 0.1}]
+    assert tn.summarize(three, {1000: [0.5, 0.6, 0.7], 1001: [0.5, 0.6, 0.7]})["edge"]
+    assert not tn.summarize(three, {1000: [0.5, 0.8, 0.7], 1001: [0.5, 0.6, 0.7]})["edge"]
     assert "| s / a | *lr=0.1: 63.3 +- 11.5* / **lr=0.01: 53.3 +- 5.8** | 1000: lr=0.01, 1001: lr=0.1, 1002: lr=0.1 " \
            "| **no** | 10.0 points |" in md

@@ -83,8 +83,10 @@ def summarize(points: list, per_seed: dict) -> dict:
     sds = [None if any(v is None for v in c) or len(c) < 2 else statistics.stdev(c) for c in cols]
     one, many = best(per_seed[seeds[0]]), best(means)
     lost = None if one is None or many is None or means[one] is None else means[many] - means[one]
+    one_key = len(points) >= 3 and all(len(p) == 1 for p in points) and len({next(iter(p)) for p in points}) == 1
     return {"points": points, "seeds": seeds, "first": one, "mean_choice": many, "means": means, "sds": sds,
-            "lost": lost, "each": [best(per_seed[s]) for s in seeds]}
+            "lost": lost, "each": [best(per_seed[s]) for s in seeds],
+            "edge": one_key and many in (0, len(points) - 1)}  # the best may lie beyond the grid
 
 
 def _label(points, i) -> str:
@@ -107,7 +109,10 @@ def markdown(rows: list[dict], meta: dict) -> str:
               "seeds do not all choose the same point. With a few seeds the mean's choice is an estimate too: a "
               "disagreement shows that one seed's choice is not stable, an agreement is weak evidence that it is. "
               "The last column is the mean validation accuracy of the mean's choice less that of seed 1000's, over "
-              "the same seeds (seed 1000's own score among them, which favours its choice).", ""]
+              "the same seeds (seed 1000's own score among them, which favours its choice).", "",
+              f"In **{sum(r['edge'] for r in rows)} of {len(rows)}** the mean's choice is an end of its grid (one "
+              "key, three or more values): the best point may lie beyond the grid, which the tuning budget did not "
+              "reach.", ""]
     for scale in dict.fromkeys(r["scale"] for r in rows):
         lines += [f"## {scale}", "",
                   "| setting / arm | grid point: mean validation accuracy % +- sd over the seeds (seed 1000's "
