@@ -51,3 +51,15 @@ def test_the_page_counts_changed_choices_and_split_seeds():
     assert not tn.summarize(three, {1000: [0.5, 0.8, 0.7], 1001: [0.5, 0.6, 0.7]})["edge"]
     assert "| s / a | *lr=0.1: 63.3 +- 11.5* / **lr=0.01: 53.3 +- 5.8** | 1000: lr=0.01, 1001: lr=0.1, 1002: lr=0.1 " \
            "| **no** | 10.0 points |" in md
+
+
+def test_choices_at_an_end_of_the_grid_are_found_in_a_report():
+    def tuned(points, i):
+        return {"points": [{"point": p} for p in points], "chosen_index": i}
+    lrs = [{"lr": 0.01}, {"lr": 0.03}, {"lr": 0.1}]
+    report = {"papers": [{"paper": "x", "scale": {"scale": "cpu"}, "tuning": {
+        "s / top": tuned(lrs, 2), "s / bottom": tuned(lrs, 0), "s / inside": tuned(lrs, 1),
+        "s / two": tuned(lrs[:2], 1), "s / grid2d": tuned([{"lr": 0.1, "mu": 1}] * 3, 2)}}]}
+    (found,) = tn.at_edges(report)
+    assert found["n"] == 5 and [k for k, _ in found["edge"]] == ["s / top", "s / bottom"]
+    assert "**2 of 5** tunings of the claims report chose an end" in "\n".join(tn.edge_lines(report))

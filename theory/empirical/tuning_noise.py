@@ -83,10 +83,38 @@ def summarize(points: list, per_seed: dict) -> dict:
     sds = [None if any(v is None for v in c) or len(c) < 2 else statistics.stdev(c) for c in cols]
     one, many = best(per_seed[seeds[0]]), best(means)
     lost = None if one is None or many is None or means[one] is None else means[many] - means[one]
-    one_key = len(points) >= 3 and all(len(p) == 1 for p in points) and len({next(iter(p)) for p in points}) == 1
     return {"points": points, "seeds": seeds, "first": one, "mean_choice": many, "means": means, "sds": sds,
             "lost": lost, "each": [best(per_seed[s]) for s in seeds],
-            "edge": one_key and many in (0, len(points) - 1)}  # the best may lie beyond the grid
+            "edge": _one_key(points) and many in (0, len(points) - 1)}  # the best may lie beyond the grid
+
+
+def _one_key(points: list) -> bool:
+    return len(points) >= 3 and all(len(p) == 1 for p in points) and len({next(iter(p)) for p in points}) == 1
+
+
+def at_edges(report: dict) -> list[dict]:
+    """Per paper and scale of a claims report: its (setting, arm) tunings whose choice (seed 1000's) is an end of
+    a one-key grid of three or more values, where the best point may lie beyond the grid."""
+    out = []
+    for p in report["papers"]:
+        rows = [(k, [pt["point"] for pt in t["points"]], t["chosen_index"]) for k, t in p["tuning"].items()]
+        edge = [(k, pts[i]) for k, pts, i in rows if _one_key(pts) and i in (0, len(pts) - 1)]
+        out.append({"paper": p["paper"], "scale": p["scale"]["scale"], "n": len(rows), "edge": edge})
+    return out
+
+
+def edge_lines(report: dict) -> list[str]:
+    found = at_edges(report)
+    lines = ["## Choices at an end of the grid, every scale of the claims report (seed 1000)", "",
+             f"**{sum(len(f['edge']) for f in found)} of {sum(f['n'] for f in found)}** tunings of the claims report "
+             "chose an end of a one-key grid of three values: the best point may lie beyond the grid, where the "
+             "declared tuning budget (the same for every arm) did not reach. Each comparison is still between arms "
+             "tuned alike; how much an arm would gain beyond its grid is not measured.", "",
+             "| paper | scale | at an end / tunings | which (setting / arm: chosen point) |", "|---|---|---|---|"]
+    for f in found:
+        which = "; ".join(f"{k}: {tuning.point_label(pt)}" for k, pt in f["edge"]) or "-"
+        lines.append(f"| {f['paper']} | {f['scale']} | {len(f['edge'])} / {f['n']} | {which} |")
+    return lines + [""]
 
 
 def _label(points, i) -> str:
@@ -135,6 +163,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
                          f"{'yes' if r['first'] == r['mean_choice'] else '**no**'} | {lost} |")
         lines.append("")
     lines += ["Not measured: " + meta["not_measured"], ""]
+    lines += edge_lines(meta["report"]) if meta.get("report") else []
     return "\n".join(lines)
 
 
@@ -182,7 +211,7 @@ def main(argv=None) -> int:
     meta = {"version": version, "commit": code_version().get("git_commit"), "args": " ".join(argv or sys.argv[1:]),
             "minutes": (time.time() - t0) / 60, "cpu_minutes": spent / 60, "cpus": len(os.sched_getaffinity(0)),
             "n_seeds": n.pop() if len(n) == 1 else "several",
-            "not_measured": a.not_measured or "-"}
+            "not_measured": a.not_measured or "-", "report": report}
     out = (root / "results" / "claims" / version) if a.publish else folder
     out.mkdir(parents=True, exist_ok=True)
     (out / "tuning-noise.md").write_text(markdown(rows, meta))
