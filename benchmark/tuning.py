@@ -225,5 +225,21 @@ def tune(base: Experiment, plan: TuningPlan, out_dir, backend: str = "local", jo
     return TuneResult(rec, finals, path, counts)
 
 
+def grid_end(points: list[dict], index: int | None) -> str | None:
+    """Where point ``index`` lies when it is an end of a one-key numeric grid of three or more values: "the largest
+    lr of the grid" or "the smallest ..." (by value, whatever the declared order), else None. A choice there may
+    have a better point beyond the grid, which the grid did not try."""
+    if index is None or len(points) < 3 or not all(len(p) == 1 for p in points):
+        return None
+    keys = {next(iter(p)) for p in points}
+    vals = [next(iter(p.values())) for p in points]
+    if len(keys) != 1 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+        return None
+    v, key = vals[index], keys.pop()
+    if v == max(vals):
+        return f"the largest {key} of the grid"
+    return f"the smallest {key} of the grid" if v == min(vals) else None
+
+
 def point_label(point: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in point.items())

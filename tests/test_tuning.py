@@ -114,3 +114,27 @@ def test_tune_command(tmp_path, capsys):
     rc = cli.main(["tune", "--algorithm", "fedavg", "--grid", "lr=0.1", "--validation", "100", "--seeds", "1000",
                    "--out", str(tmp_path)])
     assert rc == 2 and "fresh" in capsys.readouterr().err
+
+
+def test_a_choice_at_an_end_of_its_grid_is_named_by_value():
+    from benchmark.tuning import grid_end
+
+    lrs = [{"lr": 1.0}, {"lr": 0.1}, {"lr": 0.01}]  # declared in descending order, as FedBAT's grid
+    assert grid_end(lrs, 0) == "the largest lr of the grid"
+    assert grid_end(lrs, 2) == "the smallest lr of the grid"
+    assert grid_end(lrs, 1) is None and grid_end(lrs, None) is None
+    assert grid_end(lrs[:2], 0) is None  # two points have no inside to miss
+    assert grid_end([{"lr": 0.1, "mu": 1}] * 3, 0) is None  # several keys: no single direction
+    assert grid_end([{"opt": "sgd"}, {"opt": "adam"}, {"opt": "x"}], 0) is None
+
+
+def test_the_claims_report_marks_a_choice_at_an_end_of_its_grid():
+    from theory.empirical.report import _tuning_lines
+
+    pts = [{"point": {"lr": v}, "mean": m} for v, m in ((0.01, 0.5), (0.03, 0.6), (0.1, 0.7))]
+    p = {"scale": {"tuning": {"rule": "lr over 3 values", "validation": 100, "tune_seeds": [1000]}},
+         "budget": {"looks": [5]},
+         "tuning": {"s / a": {"points": pts, "chosen_index": 2}, "s / b": {"points": pts, "chosen_index": 1}}}
+    md = "\n".join(_tuning_lines(p))
+    assert "**lr=0.1: 70.0** (an end)" in md and "**lr=0.03: 60.0** /" in md
+    assert "1 of 2 choices are an end of their grid" in md

@@ -40,7 +40,7 @@ def cmd_tune(a) -> int:
 
     from .args import experiments_from_args
     from ..experiment import code_version
-    from ..tuning import TuningPlan, point_label, tune
+    from ..tuning import TuningPlan, grid_end, point_label, tune
 
     grid = _parse_grid(a.grid)
     exps, _ = experiments_from_args(a)
@@ -65,8 +65,10 @@ def cmd_tune(a) -> int:
           f"{list(plan.tune_seeds)}, selected on a validation split of {plan.validation} training samples "
           f"(the test set is not used)")
     print(tabulate(rows, headers=["", "grid point", "validation acc % per seed", "mean"], tablefmt="github"))
+    end = None if rec["all_failed"] else grid_end([p["point"] for p in rec["points"]], rec["chosen_index"])
     print(f"chosen: {point_label(rec['choice'])}" + (" (no grid point trained without diverging or failing)"
-                                                     if rec["all_failed"] else ""))
+                                                     if rec["all_failed"] else "")
+          + (f" ({end}: a better point may lie beyond it; widen the grid to see)" if end else ""))
     if res.final:
         accs = [r["final"].get("test_accuracy") for r in res.final if r["status"] == "ok"]
         frows = [[r["config"]["seed"], r["status"], "-" if r["final"].get("test_accuracy") is None

@@ -85,11 +85,7 @@ def summarize(points: list, per_seed: dict) -> dict:
     lost = None if one is None or many is None or means[one] is None else means[many] - means[one]
     return {"points": points, "seeds": seeds, "first": one, "mean_choice": many, "means": means, "sds": sds,
             "lost": lost, "each": [best(per_seed[s]) for s in seeds],
-            "edge": _one_key(points) and many in (0, len(points) - 1)}  # the best may lie beyond the grid
-
-
-def _one_key(points: list) -> bool:
-    return len(points) >= 3 and all(len(p) == 1 for p in points) and len({next(iter(p)) for p in points}) == 1
+            "edge": tuning.grid_end(points, many) is not None}  # the best may lie beyond the grid
 
 
 def at_edges(report: dict) -> list[dict]:
@@ -98,7 +94,7 @@ def at_edges(report: dict) -> list[dict]:
     out = []
     for p in report["papers"]:
         rows = [(k, [pt["point"] for pt in t["points"]], t["chosen_index"]) for k, t in p["tuning"].items()]
-        edge = [(k, pts[i]) for k, pts, i in rows if _one_key(pts) and i in (0, len(pts) - 1)]
+        edge = [(k, pts[i]) for k, pts, i in rows if tuning.grid_end(pts, i)]
         out.append({"paper": p["paper"], "scale": p["scale"]["scale"], "n": len(rows), "edge": edge})
     return out
 
