@@ -119,7 +119,8 @@ def _label(points, i) -> str:
 
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# Tuning noise: one tuning seed against {meta['n_seeds']} ({meta['version']})", "",
-             f"Code {meta['commit']}; `python -m theory.empirical.tuning_noise {meta['args']}`. The new tuning runs "
+             f"Code {meta['commit']}; the runs: `python -m theory.empirical.tuning_noise {meta['args']} --backend "
+             "process --jobs 2` (resumable; `--publish` writes this page). The new tuning runs "
              f"took {meta['cpu_minutes']:.0f} CPU-min (summed as recorded, a batched run counting its share); this "
              f"invocation {meta['minutes']:.1f} min wall on {meta['cpus']} CPU(s).", "",
              __doc__.split("\n\n")[1].replace("\n", " ").replace("``", "`"), "",
@@ -204,7 +205,7 @@ def main(argv=None) -> int:
                 per_seed[seed] = [None if math.isinf(v := tuning.score(h)) else v for h in hits]
             rows.append({"scale": f"{paper} {scale}", "key": key, **summarize(points, per_seed)})
     n = {len(r["seeds"]) for r in rows}
-    meta = {"version": version, "commit": code_version().get("git_commit"), "args": " ".join(argv or sys.argv[1:]),
+    meta = {"version": version, "commit": code_version().get("git_commit"), "args": f"--scale {' '.join(a.scale)} --seeds {' '.join(map(str, a.seeds))}",
             "minutes": (time.time() - t0) / 60, "cpu_minutes": spent / 60, "cpus": len(os.sched_getaffinity(0)),
             "n_seeds": n.pop() if len(n) == 1 else "several",
             "not_measured": a.not_measured or "-", "report": report}
