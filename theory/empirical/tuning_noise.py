@@ -121,8 +121,9 @@ def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# Tuning noise: one tuning seed against {meta['n_seeds']} ({meta['version']})", "",
              f"Code {meta['commit']}; the runs: `python -m theory.empirical.tuning_noise {meta['args']} --backend "
              "process --jobs 2` (resumable; `--publish` writes this page). The new tuning runs "
-             f"took {meta['cpu_minutes']:.0f} CPU-min (summed as recorded, a batched run counting its share); this "
-             f"invocation {meta['minutes']:.1f} min wall on {meta['cpus']} CPU(s).", "",
+             f"took {meta['cpu_minutes']:.0f} CPU-min (summed as recorded, a batched run counting its share); "
+             + ("this page was tabulated from their records (no run)." if meta.get("no_run") else
+                f"this invocation {meta['minutes']:.1f} min wall on {meta['cpus']} CPU(s)."), "",
              __doc__.split("\n\n")[1].replace("\n", " ").replace("``", "`"), "",
              "A pilot, not a verdict: the claims report's verdicts stand as judged. Seed 1000's scores are the "
              "report's own (`results/claims/<version>/report.json`); the other seeds are new runs of the same cells.",
@@ -208,7 +209,7 @@ def main(argv=None) -> int:
     meta = {"version": version, "commit": code_version().get("git_commit"), "args": f"--scale {' '.join(a.scale)} --seeds {' '.join(map(str, a.seeds))}",
             "minutes": (time.time() - t0) / 60, "cpu_minutes": spent / 60, "cpus": len(os.sched_getaffinity(0)),
             "n_seeds": n.pop() if len(n) == 1 else "several",
-            "not_measured": a.not_measured or "-", "report": report}
+            "not_measured": a.not_measured or "-", "report": report, "no_run": a.no_run}
     out = (root / "results" / "claims" / version) if a.publish else folder
     out.mkdir(parents=True, exist_ok=True)
     (out / "tuning-noise.md").write_text(markdown(rows, meta))
