@@ -185,7 +185,10 @@ def main(argv=None) -> int:
     root = Path(__file__).resolve().parents[2]
     report = json.loads(Path(a.report or root / "results" / "claims" / version / "report.json").read_text())
     folder = Path(a.results) / "claims" / version / "tuning-noise"
-    scales = [scale_of(s) for s in a.scale]
+    try:
+        scales = [scale_of(s) for s in a.scale]
+    except (KeyError, ValueError) as e:  # an unknown paper or scale: say which, no traceback
+        ap.error(str(e).strip("'\""))
     todo = {(mod.PAPER, sc.name): extra_cells(mod, sc, a.seeds) for mod, sc in scales}
     t0 = time.time()
     if not a.no_run:
