@@ -152,3 +152,14 @@ def test_a_replication_report_reaches_the_page(tmp_path):
     text = pages.page("lfl", res)
     assert "1 NEGLIGIBLE" in text and f"From `results/claims/{v}/replication/report.json`" in text
     assert "Declared and not run yet" not in text
+
+
+def test_the_empirical_section_names_tuning_choices_at_an_end_of_their_grid():
+    pts = [{"point": {"lr": v}} for v in (0.01, 0.03, 0.1)]
+    block = {"scale": {"scale": "cpu"}, "tuning": {"s / a": {"points": pts, "chosen_index": 2},
+                                                   "s / b": {"points": pts, "chosen_index": 1}}}
+    text = "\n".join(pages.grid_end_lines([block], "results/claims/x/tuning-noise.md"))
+    assert "Tuning at the cpu scale: 1 of 2 choices are an end of their grid (s / a: lr=0.1)" in text
+    assert "(`results/claims/x/tuning-noise.md` measures how stable" in text
+    block["tuning"]["s / a"]["chosen_index"] = 1
+    assert pages.grid_end_lines([block]) == []  # nothing at an end: no line

@@ -151,8 +151,27 @@ def replication_section(paper: str, replication: tuple | None) -> list[str]:
         ["claim", "verdict", "scale", "seeds", "why it stopped", "key number"], rows) + [""] + diverged_lines(rep)
 
 
+def grid_end_lines(blocks: list[dict], noise: str | None = None) -> list[str]:
+    """Per scale, the tuning choices at an end of their grid (``benchmark.tuning.grid_end``): a verdict between arms
+    tuned at their grid's ceiling answers "under this grid", which a reader of the verdicts should see. ``noise``:
+    the path of the tuning-noise page beside the claims report, where there is one."""
+    from benchmark.tuning import grid_end, point_label
+
+    out = []
+    for p in blocks:
+        ends = [(k, t["points"][t["chosen_index"]]["point"]) for k, t in (p.get("tuning") or {}).items()
+                if grid_end([pt["point"] for pt in t["points"]], t["chosen_index"])]
+        if ends:
+            out.append(f"Tuning at the {p['scale'].get('scale')} scale: {len(ends)} of {len(p['tuning'])} choices are "
+                       "an end of their grid (" + "; ".join(f"{k}: {point_label(pt)}" for k, pt in ends) + "): a "
+                       "better point may lie beyond it, and the verdicts compare arms tuned alike under that grid"
+                       + (f" (`{noise}` measures how stable the choices are)." if noise else "."))
+            out.append("")
+    return out
+
+
 def empirical_section(paper: str, claims_report: dict | None, where: str,
-                      replication: tuple | None = None) -> list[str]:
+                      replication: tuple | None = None, noise: str | None = None) -> list[str]:
     from .empirical.report import diverged_lines
 
     md = ["## Empirical verdicts", ""]
@@ -170,6 +189,7 @@ def empirical_section(paper: str, claims_report: dict | None, where: str,
                          seeds_used(c), stop_reason(c), keys.get(c["id"], "")])
     md += _table(["claim", "tested", "verdict", "scale", "seeds", "why it stopped", "key number"], rows) + [""]
     md += diverged_lines([dict(c, scale=c.get("scale", p["scale"].get("scale"))) for p in blocks for c in p["claims"]])
+    md += grid_end_lines(blocks, noise)
     for p in blocks:
         for c in p["claims"]:
             comp = c.get("companion")
@@ -339,7 +359,9 @@ def page(paper: str, results: Path, theory_version: str | None = None,
           f"from the committed results (theory {tv or '-'}, empirical claims {cv or '-'}); do not edit it by hand.",
           ""] + short_answer(paper, claims, theory, replication) + ["## What the paper claims", ""] + [
               f"- {c}" for c in n["claims"]] + [""]
-    md += empirical_section(paper, claims, f"results/claims/{cv}/report.json", replication)
+    noise = f"results/claims/{cv}/tuning-noise.md"
+    md += empirical_section(paper, claims, f"results/claims/{cv}/report.json", replication,
+                            noise if cv and (results / "claims" / str(cv) / "tuning-noise.md").is_file() else None)
     md += theory_section(paper, theory, f"results/theory/{tv}/report.json")
     md += implementation_section(paper)
     md += scales_section(paper)
