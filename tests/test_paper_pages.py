@@ -138,7 +138,8 @@ def test_a_replication_report_reaches_the_page(tmp_path):
     rep = {"papers": [{"paper": "lfl", "scale": {"scale": "cpu-rep"},
                        "claims": [{"id": "lfl.fig1a.matches_lossless", "verdict": "CONTRADICTED", "scale": "cpu-rep",
                                    "replicates": "cpu", "seeds_used": 20, "stop_reason": "decided"}]}],
-           "claims": [{"id": "lfl.fig1a.matches_lossless", "key_number": "lfl vs lossless: -2.00 points"}]}
+           "claims": [{"id": "lfl.fig1a.matches_lossless", "scale": "cpu-rep",
+                       "key_number": "lfl vs lossless: -2.00 points"}]}
     own = res / "claims" / v / "replication" / "partial" / "lfl" / "report.json"
     own.parent.mkdir(parents=True)
     own.write_text(json.dumps(rep))
@@ -163,3 +164,19 @@ def test_the_empirical_section_names_tuning_choices_at_an_end_of_their_grid():
     assert "(`results/claims/x/tuning-noise.md` measures how stable" in text
     block["tuning"]["s / a"]["chosen_index"] = 1
     assert pages.grid_end_lines([block]) == []  # nothing at an end: no line
+
+
+def test_a_claim_at_two_scales_keeps_each_scales_key_number():
+    """The page's verdict table used to look key numbers up by claim id alone, so a claim run at two scales showed
+    the second scale's numbers beside the first scale's verdict (FedSWA's cpu CONTRADICTED beside cpu4x's
+    interval, which spans 0)."""
+    def claim(scale, verdict, key):
+        return {"id": "x.claim", "statement": "s", "verdict": verdict, "scale": scale, "key_number": key,
+                "seeds_used": {"a vs b": 5}, "stopped": "decided", "comparisons": []}
+    report = {"papers": [{"paper": "lfl", "scale": {"scale": sc}, "tuning": {}, "claims": [claim(sc, v, k)]}
+                         for sc, v, k in (("cpu", "CONTRADICTED", "cpu numbers"), ("cpu4x", "NEGLIGIBLE", "4x numbers"))],
+              "claims": [claim("cpu", "CONTRADICTED", "cpu numbers"), claim("cpu4x", "NEGLIGIBLE", "4x numbers")]}
+    rows = [line for line in pages.empirical_section("lfl", report, "here") if line.startswith("| x.claim")]
+    assert len(rows) == 2
+    assert "**CONTRADICTED** | cpu |" in rows[0] and rows[0].endswith("| cpu numbers |")
+    assert "**NEGLIGIBLE** | cpu4x |" in rows[1] and rows[1].endswith("| 4x numbers |")

@@ -144,11 +144,15 @@ def replication_section(paper: str, replication: tuple | None) -> list[str]:
             + f" (`fedrepro claims --scale replication --paper {paper}`).", ""]
     if not rep:
         return md
-    keys = {c["id"]: c.get("key_number", "") for c in replication[1].get("claims", [])}
-    rows = [[c["id"], f"**{c['verdict']}**", c["scale"], seeds_used(c), stop_reason(c), keys.get(c["id"], "")]
+    keys = {(c["id"], c.get("scale")): c.get("key_number", "") for c in replication[1].get("claims", [])}
+    rows = [[c["id"], f"**{c['verdict']}**", c["scale"], seeds_used(c), stop_reason(c), keys.get((c["id"], c["scale"]), "")]
             for c in rep]
     return md + [f"From `{replication[0]}`:", ""] + _table(
         ["claim", "verdict", "scale", "seeds", "why it stopped", "key number"], rows) + [""] + diverged_lines(rep)
+
+
+def _pair(x: dict, with_setting: bool) -> str:
+    return f"{x['a']} vs {x['b']}" + (f" ({x['setting']})" if with_setting else "")
 
 
 def grid_end_lines(blocks: list[dict], noise: str | None = None) -> list[str]:
@@ -181,12 +185,15 @@ def empirical_section(paper: str, claims_report: dict | None, where: str,
     md += [f"From `{where}`. Each claim is a paired comparison over seeds after the same tuning budget for every "
            "method (the claims report explains the test); the scale says how far the runs are from the paper's "
            "setting.", ""]
-    keys = {c["id"]: c.get("key_number", "") for c in claims_report.get("claims", [])}
+    # a claim run at two scales has one key number per scale: keyed by (claim, scale), or the second scale's
+    # numbers would stand beside the first scale's verdict
+    keys = {(c["id"], c.get("scale")): c.get("key_number", "") for c in claims_report.get("claims", [])}
     rows = []
     for p in blocks:
         for c in p["claims"]:
-            rows.append([c["id"], c["statement"], f"**{c['verdict']}**", c.get("scale", p["scale"].get("scale")),
-                         seeds_used(c), stop_reason(c), keys.get(c["id"], "")])
+            scale = c.get("scale", p["scale"].get("scale"))
+            rows.append([c["id"], c["statement"], f"**{c['verdict']}**", scale, seeds_used(c), stop_reason(c),
+                         keys.get((c["id"], scale), "")])
     md += _table(["claim", "tested", "verdict", "scale", "seeds", "why it stopped", "key number"], rows) + [""]
     md += diverged_lines([dict(c, scale=c.get("scale", p["scale"].get("scale"))) for p in blocks for c in p["claims"]])
     md += grid_end_lines(blocks, noise)
@@ -194,10 +201,11 @@ def empirical_section(paper: str, claims_report: dict | None, where: str,
         for c in p["claims"]:
             comp = c.get("companion")
             if comp:
-                md += [f"{c['id']}: decided on `{c['metric']}`; the claim's own `{comp['metric']}` beside it (mean "
-                       "paired difference, points): " + "; ".join(
-                           f"{x['a']} vs {x['b']} {100 * y['mean']:+.2f}" if y.get("mean") is not None else
-                           f"{x['a']} vs {x['b']} -" for x, y in zip(c["comparisons"], comp["comparisons"])) + ".", ""]
+                many = len(c["comparisons"]) > 1
+                md += [f"{c['id']} ({c.get('scale', p['scale'].get('scale'))} scale): decided on `{c['metric']}`; the "
+                       f"claim's own `{comp['metric']}` beside it (mean paired difference, points): " + "; ".join(
+                           f"{_pair(x, many)} " + ("-" if y.get("mean") is None else f"{100 * y['mean']:+.2f}")
+                           for x, y in zip(c["comparisons"], comp["comparisons"])) + ".", ""]
     for p in blocks:
         sc = p["scale"]
         md += [f"Scale **{sc.get('scale')}** of this report: kept from the paper: " + "; ".join(sc.get("kept", []))
