@@ -2,6 +2,8 @@
 of several, and the report's seed-1000 scores read back."""
 import pytest
 
+from benchmark.cli import main
+from benchmark.experiment import code_version
 from theory.empirical import tuning_noise as tn
 
 
@@ -20,22 +22,26 @@ def test_agreeing_seeds_lose_nothing_and_a_failed_point_has_no_mean():
     assert tn.best([0.5, 0.5]) == 0 and tn.best([None, None]) is None  # ties to the earlier point, as tuning.select
 
 
-def test_the_reports_seed_1000_scores_are_tabulated(tmp_path):
+def test_the_reports_seed_1000_scores_are_tabulated(tmp_path, capsys):
     """No runs recorded: the table holds the committed report's own tuning scores (seed 1000) and says so."""
-    assert tn.main(["--scale", "lfl:cpu", "--seeds", "1001", "--no-run", "--results", str(tmp_path)]) == 0
-    md = next(tmp_path.rglob("tuning-noise.md")).read_text()
+    assert main(["claims", "--tuning-noise", "1001", "--tuning-scales", "lfl:cpu", "--no-run",
+                 "--results", str(tmp_path)]) == 0
+    md = (tmp_path / "claims" / code_version()["package"] / "tuning-noise.md").read_text()
     assert "| noniid_m40_full / lossless | lr=0.01: 12.2 / ***lr=0.03: 33.8*** / lr=0.1: 13.5 |" in md
     assert "**0 of 5** (setting, arm) pairs" in md
+    assert "fedrepro claims --tuning-noise 1001 --tuning-scales lfl:cpu" in md
+    assert "0 of 5 tunings would choose another point" in capsys.readouterr().err
 
 
-def test_seed_1000_is_refused_and_an_unknown_scale_named(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        tn.main(["--scale", "lfl:cpu", "--seeds", "1000", "--no-run", "--results", str(tmp_path)])
-    capsys.readouterr()
-    for scale, words in (("lfl:huge", "lfl has no CPU scale 'huge'; its scales: cpu, cpu4x"), ("nosuch:cpu", "nosuch")):
-        with pytest.raises(SystemExit):
-            tn.main(["--scale", scale, "--seeds", "1001", "--no-run", "--results", str(tmp_path)])
-        assert words in capsys.readouterr().err
+def test_bad_tuning_noise_flags_are_named(tmp_path, capsys):
+    for flags, words in ((["--tuning-noise", "1000"], "seed 1000 is the claims' own tuning seed"),
+                         (["--tuning-noise", "1001", "--tuning-scales", "lfl:huge"],
+                          "lfl has no CPU scale 'huge'; its scales: cpu, cpu4x"),
+                         (["--tuning-noise", "1001", "--tuning-scales", "nosuch:cpu"], "unknown paper 'nosuch'"),
+                         (["--tuning-scales", "lfl:cpu"], "give the extra tuning seeds too"),
+                         (["--tuning-noise", "1001", "--quick"], "not with --quick")):
+        assert main(["claims", *flags, "--no-run", "--results", str(tmp_path)]) == 2, flags
+        assert words in capsys.readouterr().err, flags
 
 
 def test_the_page_counts_changed_choices_and_split_seeds():

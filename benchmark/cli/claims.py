@@ -78,11 +78,60 @@ def own_claims(a) -> None:
     a.paper = name
 
 
+def tuning_noise(a) -> int:
+    """``--tuning-noise SEED ...``: the claims' tuning cells again on more tuning seeds, tabulated against the claims
+    report's one-seed choice (``theory.empirical.tuning_noise``; no final runs, no verdict)."""
+    from pathlib import Path
+
+    from benchmark.experiment import code_version
+    from benchmark.report import committed_results
+    from theory.empirical import is_own, papers
+    from theory.empirical import tuning_noise as tn
+    from theory.empirical.run import report_folder
+
+    if a.quick or a.scale != "cpu" or a.rerender:
+        raise ValueError("--tuning-noise measures the tuning of the CPU scales (the default --scale cpu); not with "
+                         "--quick, --rerender or another --scale")
+    own = bool(a.paper) and is_own(a.paper)
+    pairs = tn.scales(papers(a.paper), a.tuning_scales)
+    root, version = args.results_root(a), code_version()["package"]
+    page_dir = report_folder(root, "cpu", a.paper, a.out)
+    runs = (page_dir if own or a.out else Path(root) / "claims" / version) / "tuning-noise" / "runs"
+    where = [page_dir / "report.json", Path(root) / "claims" / version / "report.json"]
+    if not own and committed_results() is not None:
+        where.append(Path(committed_results()) / "claims" / version / "report.json")
+    found = next((w for w in where if w.is_file()), None)
+    if found is None:
+        raise FileNotFoundError(f"--tuning-noise compares with a claims report's tuning (seed 1000), and there is none "
+                                f"at {', '.join(map(str, where))}: run `fedrepro claims` with the same flags first")
+    resume_hint(a, f"finished tuning runs are kept in {runs}; run the same command again to resume")
+    rows, spent = tn.measure(pairs, a.tuning_noise, runs, json.loads(found.read_text()), a.backend, a.jobs,
+                             progress=not a.no_progress, run=not a.no_run)
+    n = {len(r["seeds"]) for r in rows}
+    flags = [f"--tuning-noise {' '.join(map(str, a.tuning_noise))}"] + (
+        [f"--tuning-scales {' '.join(a.tuning_scales)}"] if a.tuning_scales else []) + (
+        [f"--paper {a.paper}"] if a.paper and not own else []) + ([f"--claims {a.claims}"] if own else [])
+    meta = {"version": version, "commit": code_version().get("git_commit"), "args": " ".join(flags),
+            "cpu_minutes": spent / 60, "n_seeds": n.pop() if len(n) == 1 else "several", "note": a.note or "",
+            "report": json.loads(found.read_text())}
+    page_dir.mkdir(parents=True, exist_ok=True)
+    path = page_dir / "tuning-noise.md"
+    path.write_text(tn.markdown(rows, meta))
+    changed = sum(r["first"] != r["mean_choice"] for r in rows)
+    print(f"{changed} of {len(rows)} tunings would choose another point with the mean of the tuning seeds; "
+          f"wrote {path} (seed 1000's scores from {found})", file=sys.stderr)
+    return 0
+
+
 def cmd_claims(a) -> int:
     from theory.empirical.report import key_number
 
     if a.claims:
         own_claims(a)
+    if a.tuning_scales and not a.tuning_noise:
+        raise ValueError("--tuning-scales chooses the scales of --tuning-noise SEED ...; give the extra tuning seeds too")
+    if a.tuning_noise:
+        return tuning_noise(a)
     if a.dry_run:
         return show_plan(a)
     if a.rerender:
@@ -158,6 +207,14 @@ def add_parser(sub) -> None:
                         "from its own report.json, with no run records and no run: after a change to the report's "
                         "wording or plots; verdicts and numbers stay as judged, and the header names the code that "
                         "judged them (the spreads beside them: the version the report already names)")
+    p.add_argument("--tuning-noise", nargs="+", type=int, metavar="SEED",
+                   help="instead of verdicts: run the claims' tuning cells again on these extra tuning seeds (e.g. "
+                        "1001 1002; no final runs) and write tuning-noise.md beside the claims report: how often the "
+                        "report's one tuning seed picks another grid point than the mean of several would, and which "
+                        "choices are an end of their grid; --no-run tabulates the recorded runs")
+    p.add_argument("--tuning-scales", nargs="+", metavar="PAPER:SCALE",
+                   help="with --tuning-noise: these scales only, e.g. lfl:cpu fedswa:cpu4x (default: every CPU scale "
+                        "of --paper, or of every paper)")
     p.add_argument("--backend", choices=["local", "process", "ray"], default="local", help="how cells run")
     p.add_argument("--jobs", type=int, default=None, help="parallel workers for --backend process")
     args.results_flags(p, "the report goes to <root>/claims/<version>, its cells' records to .../runs")

@@ -12,24 +12,19 @@ claims report, so seed 1000 is not run again) and the point the mean over all th
 nothing about any claim: the claims' verdicts stand as judged, with their one-seed tuning declared in the report.
 What it informs is the design of a later version (how many tuning seeds a scale needs).
 
-``python -m theory.empirical.tuning_noise --scale lfl:cpu fedbat:cpu --seeds 1001 1002`` runs the cells under
-``runs/claims/<version>/tuning-noise/`` (resumable; Ctrl-C keeps the finished runs) and writes ``tuning-noise.md``
-there; ``--publish`` writes the markdown to ``results/claims/<version>/`` instead (the runs stay in ``runs/``).
+``fedrepro claims --tuning-noise 1001 1002`` (``--tuning-scales lfl:cpu fedbat:cpu`` to choose scales; default
+every CPU scale of ``--paper`` or of all papers, or of ``--claims FILE``) runs the cells under
+``<root>/claims/<version>/tuning-noise/runs`` (resumable; Ctrl-C keeps the finished runs) and writes
+``<root>/claims/<version>/tuning-noise.md`` (``--publish``: the committed results/).
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import math
-import os
 import statistics
-import sys
-import time
 from pathlib import Path
 
 from benchmark import runner, store, tuning
-from benchmark.experiment import code_version
 
 from . import paper as paper_module
 from .run import cell_seconds, claims_at, needed
@@ -119,11 +114,9 @@ def _label(points, i) -> str:
 
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# Tuning noise: one tuning seed against {meta['n_seeds']} ({meta['version']})", "",
-             f"Code {meta['commit']}; the runs: `python -m theory.empirical.tuning_noise {meta['args']} --backend "
-             "process --jobs 2` (resumable; `--publish` writes this page). The new tuning runs "
-             f"took {meta['cpu_minutes']:.0f} CPU-min (summed as recorded, a batched run counting its share); "
-             + ("this page was tabulated from their records (no run)." if meta.get("no_run") else
-                f"this invocation {meta['minutes']:.1f} min wall on {meta['cpus']} CPU(s)."), "",
+             f"Code {meta['commit']}; the runs: `fedrepro claims {meta['args']} --backend process --jobs 2` "
+             f"(resumable). The new tuning runs took {meta['cpu_minutes']:.0f} CPU-min (summed as recorded, a batched "
+             "run counting its share)" + (f"; {meta['when']}" if meta.get("when") else "") + ".", "",
              __doc__.split("\n\n")[1].replace("\n", " ").replace("``", "`"), "",
              "A pilot, not a verdict: the claims report's verdicts stand as judged. Seed 1000's scores are the "
              "report's own (`results/claims/<version>/report.json`); the other seeds are new runs of the same cells.",
@@ -160,65 +153,42 @@ def markdown(rows: list[dict], meta: dict) -> str:
             lines.append(f"| {r['key']} | {' / '.join(cells_)} | {each} | "
                          f"{'yes' if r['first'] == r['mean_choice'] else '**no**'} | {lost} |")
         lines.append("")
-    lines += ["Not measured: " + meta["not_measured"], ""]
+    lines += [f"Note: {meta['note']}", ""] if meta.get("note") else []
     lines += edge_lines(meta["report"]) if meta.get("report") else []
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m theory.empirical.tuning_noise", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scale", nargs="+", required=True, metavar="PAPER:SCALE", help="e.g. lfl:cpu fedbat:cpu")
-    ap.add_argument("--seeds", nargs="+", type=int, required=True, help="tuning seeds besides 1000, e.g. 1001 1002")
-    ap.add_argument("--results", default="runs", help="results root (default ./runs)")
-    ap.add_argument("--publish", action="store_true", help="write the markdown to results/claims/<version>/")
-    ap.add_argument("--report", default=None, help="the claims report.json with seed 1000's scores "
-                    "(default results/claims/<version>/report.json)")
-    ap.add_argument("--backend", default="process", choices=("local", "process", "ray"))
-    ap.add_argument("--jobs", default=None, type=lambda v: v if v == "auto" else int(v),
-                    help="process workers: an integer >= 1 or auto")
-    ap.add_argument("--no-run", action="store_true", help="tabulate the recorded runs only")
-    ap.add_argument("--not-measured", default="", help="what the pilot left out and why (a sentence for the page)")
-    a = ap.parse_args(argv)
-    if FIRST in a.seeds:
-        ap.error(f"seed {FIRST} is the claims' own tuning seed: its scores come from the report")
-    version = code_version()["package"]
-    root = Path(__file__).resolve().parents[2]
-    report = json.loads(Path(a.report or root / "results" / "claims" / version / "report.json").read_text())
-    folder = Path(a.results) / "claims" / version / "tuning-noise"
-    try:
-        scales = [scale_of(s) for s in a.scale]
-    except (KeyError, ValueError) as e:  # an unknown paper or scale: say which, no traceback
-        ap.error(str(e).strip("'\""))
-    todo = {(mod.PAPER, sc.name): extra_cells(mod, sc, a.seeds) for mod, sc in scales}
-    t0 = time.time()
-    if not a.no_run:
-        order = [e for s in a.seeds for c in todo.values() for _, cl in c.values() for _, sd, e in cl if sd == s]
-        runner.run_experiments(order, folder / "runs", a.backend, a.jobs, desc="tuning noise")
-    recs = {r["config_hash"]: r for r in store.read_records(folder / "runs")} if (folder / "runs").is_dir() else {}
+def scales(mods: list, names: list[str] | None = None) -> list:
+    """(paper module, CpuScale) pairs: each of ``mods``' CPU scales, or those ``names`` give as ``paper:scale``."""
+    if names:
+        return [scale_of(n) for n in names]
+    return [(m, sc) for m in mods for sc in m.SCALES]
+
+
+def measure(pairs: list, seeds, folder: Path, report: dict, backend: str = "local", jobs=None, progress: bool = True,
+            run: bool = True) -> tuple[list[dict], float]:
+    """Run the tuning cells of ``pairs`` (paper module, scale) on ``seeds`` into ``folder`` (unless ``run`` is
+    False) and tabulate them against ``report``'s seed-1000 scores: the page's rows and the runs' CPU seconds as
+    recorded. A seed not finished for a (setting, arm) is left out of its row."""
+    seeds = [int(s) for s in seeds]
+    if FIRST in seeds:
+        raise ValueError(f"seed {FIRST} is the claims' own tuning seed: its scores come from the claims report")
+    todo = {(mod.PAPER, sc.name): extra_cells(mod, sc, seeds) for mod, sc in pairs}
+    firsts = {k: first_scores(report, *k) for k in todo}  # a scale the report lacks fails before any run
+    if run:
+        order = [e for s in seeds for c in todo.values() for _, cl in c.values() for _, sd, e in cl if sd == s]
+        runner.run_experiments(order, folder, backend, jobs, progress=progress, desc="tuning noise")
+    recs = {r["config_hash"]: r for r in store.read_records(folder)} if folder.is_dir() else {}
     spent = cell_seconds(recs, [e for c in todo.values() for _, cl in c.values() for _, _, e in cl])
     rows = []
-    for (paper, scale), pairs in todo.items():
-        first = first_scores(report, paper, scale)
-        for (s, arm), (points, cl) in pairs.items():
+    for (paper, scale), pairs_ in todo.items():
+        for (s, arm), (points, cl) in pairs_.items():
             key = f"{s} / {arm}"
-            per_seed = {FIRST: first[key]}
-            for seed in a.seeds:
+            per_seed = {FIRST: firsts[(paper, scale)][key]}
+            for seed in seeds:
                 hits = [recs.get(e.config_hash()) for _, sd, e in cl if sd == seed]
                 if any(h is None for h in hits):
                     continue  # a seed not finished for this pair: left out (the table says which seeds it has)
                 per_seed[seed] = [None if math.isinf(v := tuning.score(h)) else v for h in hits]
             rows.append({"scale": f"{paper} {scale}", "key": key, **summarize(points, per_seed)})
-    n = {len(r["seeds"]) for r in rows}
-    meta = {"version": version, "commit": code_version().get("git_commit"), "args": f"--scale {' '.join(a.scale)} --seeds {' '.join(map(str, a.seeds))}",
-            "minutes": (time.time() - t0) / 60, "cpu_minutes": spent / 60, "cpus": len(os.sched_getaffinity(0)),
-            "n_seeds": n.pop() if len(n) == 1 else "several",
-            "not_measured": a.not_measured or "-", "report": report, "no_run": a.no_run}
-    out = (root / "results" / "claims" / version) if a.publish else folder
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "tuning-noise.md").write_text(markdown(rows, meta))
-    print(f"wrote {out / 'tuning-noise.md'}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return rows, spent
