@@ -137,6 +137,14 @@ def test_the_example_runs_from_the_command_line(tmp_path):
     assert [c["id"] for c in rep["claims"]] == ["clip_example.costs_at_most_a_point",
                                                 "clip_example.helps_skewed_clients"]
     assert all(c["seeds"] == 5 for c in rep["claims"])
+    # --tuning-noise on the same file: its tuning cells on one more seed (run here), set beside the report's seed 1000
+    out = subprocess.run(cmd[:-3] + ["--tuning-noise", "1001", "--no-progress"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    page = (report.parent / "tuning-noise.md").read_text()
+    assert "# Tuning noise: one tuning seed against 2" in page
+    assert "| dir0.3 / fedavg_clip |" in page and "| dir0.3 / fedavg |" in page and "1000: lr=" in page
+    assert "1001: lr=" in page  # the new seed ran and was tabulated
 
 
 def test_the_plan_of_a_file_without_measured_costs_counts_its_runs(tmp_path, capsys):

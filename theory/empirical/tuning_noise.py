@@ -28,6 +28,7 @@ from benchmark import runner, store, tuning
 
 from . import paper as paper_module
 from .run import cell_seconds, claims_at, needed
+from .scale import paper_scales
 
 FIRST = 1000  # the claims' tuning seed
 
@@ -36,10 +37,10 @@ def scale_of(spec: str):
     """``paper:scale`` -> (paper module, its CpuScale of that name)."""
     name, _, scale = spec.partition(":")
     mod = paper_module(name)
-    for sc in mod.SCALES:
+    for sc in paper_scales(mod):
         if sc.name == (scale or "cpu"):
             return mod, sc
-    raise ValueError(f"{name} has no CPU scale {scale!r}; its scales: {', '.join(s.name for s in mod.SCALES)}")
+    raise ValueError(f"{name} has no CPU scale {scale!r}; its scales: {', '.join(s.name for s in paper_scales(mod))}")
 
 
 def extra_cells(mod, scale, seeds) -> dict:
@@ -162,7 +163,7 @@ def scales(mods: list, names: list[str] | None = None) -> list:
     """(paper module, CpuScale) pairs: each of ``mods``' CPU scales, or those ``names`` give as ``paper:scale``."""
     if names:
         return [scale_of(n) for n in names]
-    return [(m, sc) for m in mods for sc in m.SCALES]
+    return [(m, sc) for m in mods for sc in paper_scales(m)]
 
 
 def measure(pairs: list, seeds, folder: Path, report: dict, backend: str = "local", jobs=None, progress: bool = True,
