@@ -241,5 +241,12 @@ def grid_end(points: list[dict], index: int | None) -> str | None:
     return f"the smallest {key} of the grid" if v == min(vals) else None
 
 
+def chosen_at_end(tuned: dict) -> list[tuple[str, dict]]:
+    """(key, chosen point) of each tuning record in ``tuned`` ({key: a ``select`` record, or its summary with
+    ``points`` and ``chosen_index``}) whose choice is an end of its grid (``grid_end``), in ``tuned``'s order."""
+    return [(k, t["points"][t["chosen_index"]]["point"]) for k, t in tuned.items()
+            if grid_end([pt["point"] for pt in t["points"]], t["chosen_index"])]
+
+
 def point_label(point: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in point.items())

@@ -72,3 +72,13 @@ def test_choices_at_an_end_of_the_grid_are_found_in_a_report():
     (found,) = tn.at_edges(report)
     assert found["n"] == 5 and [k for k, _ in found["edge"]] == ["s / top", "s / bottom"]
     assert "**2 of 5** tunings of the claims report chose an end" in "\n".join(tn.edge_lines(report))
+
+
+def test_a_scale_tuned_on_other_seeds_is_refused(tmp_path):
+    """The page compares with a report tuned on seed 1000 alone; a scale declaring other tuning seeds would be set
+    beside scores it does not have."""
+    import dataclasses
+
+    mod, sc = tn.scale_of("lfl:cpu")
+    with pytest.raises(ValueError, match=r"lfl scale cpu tunes on seeds \[7\]"):
+        tn.measure([(mod, dataclasses.replace(sc, tune_seeds=(7,)))], [1001], tmp_path, {"papers": []}, run=False)

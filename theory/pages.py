@@ -159,12 +159,11 @@ def grid_end_lines(blocks: list[dict], noise: str | None = None) -> list[str]:
     """Per scale, the tuning choices at an end of their grid (``benchmark.tuning.grid_end``): a verdict between arms
     tuned at their grid's ceiling answers "under this grid", which a reader of the verdicts should see. ``noise``:
     the path of the tuning-noise page beside the claims report, where there is one."""
-    from benchmark.tuning import grid_end, point_label
+    from benchmark.tuning import chosen_at_end, point_label
 
     out = []
     for p in blocks:
-        ends = [(k, t["points"][t["chosen_index"]]["point"]) for k, t in (p.get("tuning") or {}).items()
-                if grid_end([pt["point"] for pt in t["points"]], t["chosen_index"])]
+        ends = chosen_at_end(p.get("tuning") or {})
         if ends:
             out.append(f"Tuning at the {p['scale'].get('scale')} scale: {len(ends)} of {len(p['tuning'])} choices are "
                        "an end of their grid (" + "; ".join(f"{k}: {point_label(pt)}" for k, pt in ends) + "): a "

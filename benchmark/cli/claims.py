@@ -105,15 +105,16 @@ def tuning_noise(a) -> int:
         raise FileNotFoundError(f"--tuning-noise compares with a claims report's tuning (seed 1000), and there is none "
                                 f"at {', '.join(map(str, where))}: run `fedrepro claims` with the same flags first")
     resume_hint(a, f"finished tuning runs are kept in {runs}; run the same command again to resume")
-    rows, spent = tn.measure(pairs, a.tuning_noise, runs, json.loads(found.read_text()), a.backend, a.jobs,
-                             progress=not a.no_progress, run=not a.no_run)
+    report = json.loads(found.read_text())
+    rows, spent = tn.measure(pairs, a.tuning_noise, runs, report, a.backend, a.jobs, progress=not a.no_progress,
+                             run=not a.no_run)
     n = {len(r["seeds"]) for r in rows}
     flags = [f"--tuning-noise {' '.join(map(str, a.tuning_noise))}"] + (
         [f"--tuning-scales {' '.join(a.tuning_scales)}"] if a.tuning_scales else []) + (
         [f"--paper {a.paper}"] if a.paper and not own else []) + ([f"--claims {a.claims}"] if own else [])
     meta = {"version": version, "commit": code_version().get("git_commit"), "args": " ".join(flags),
             "cpu_minutes": spent / 60, "n_seeds": n.pop() if len(n) == 1 else "several", "note": a.note or "",
-            "report": json.loads(found.read_text())}
+            "report": report}
     page_dir.mkdir(parents=True, exist_ok=True)
     path = page_dir / "tuning-noise.md"
     path.write_text(tn.markdown(rows, meta))

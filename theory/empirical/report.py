@@ -37,7 +37,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from benchmark import store
-from benchmark.tuning import grid_end
+from benchmark.tuning import chosen_at_end
 from benchmark.experiment import code_version, environment
 from theory.stats.sequential import SKEW_ALLOWANCE
 
@@ -258,20 +258,19 @@ def _tuning_lines(p: dict) -> list[str]:
     md = [f"Tuning: {t['rule']}. Selection on a validation split of {t['validation']} training samples (never the "
           f"test set), tuning seed(s) {t['tune_seeds']}; final runs on fresh seeds in looks of {p['budget']['looks']}"
           f" paired seeds.", ""]
-    rows, ends = [], 0
+    ends = {k for k, _ in chosen_at_end(p["tuning"])}
+    rows = []
     for key, tr in p["tuning"].items():
-        end = grid_end([pt["point"] for pt in tr["points"]], tr["chosen_index"])
-        ends += end is not None
         cells = []
         for i, pt in enumerate(tr["points"]):
             txt = ", ".join(f"{a}={b}" for a, b in pt["point"].items()) + (
                 f": {100 * pt['mean']:.1f}" if pt["mean"] is not None else f": {_no_score(pt)}")
-            cells.append(f"**{txt}**" + (" (an end)" if end else "") if i == tr["chosen_index"] else txt)
+            cells.append(f"**{txt}**" + (" (an end)" if key in ends else "") if i == tr["chosen_index"] else txt)
         rows.append([key, " / ".join(cells)])
     md += [tabulate(rows, headers=["setting / arm", "grid point: validation accuracy % (chosen in bold)"],
                     tablefmt="github"), ""]
     if ends:
-        md += [f"{ends} of {len(rows)} choices are an end of their grid (marked \"an end\"): a better point may lie "
+        md += [f"{len(ends)} of {len(rows)} choices are an end of their grid (marked \"an end\"): a better point may lie "
                "beyond it, which the declared grid (the same size for every arm) did not try. The comparisons are "
                "between arms tuned alike.", ""]
     return md

@@ -89,9 +89,8 @@ def at_edges(report: dict) -> list[dict]:
     a one-key grid of three or more values, where the best point may lie beyond the grid."""
     out = []
     for p in report["papers"]:
-        rows = [(k, [pt["point"] for pt in t["points"]], t["chosen_index"]) for k, t in p["tuning"].items()]
-        edge = [(k, pts[i]) for k, pts, i in rows if tuning.grid_end(pts, i)]
-        out.append({"paper": p["paper"], "scale": p["scale"]["scale"], "n": len(rows), "edge": edge})
+        out.append({"paper": p["paper"], "scale": p["scale"]["scale"], "n": len(p["tuning"]),
+                    "edge": tuning.chosen_at_end(p["tuning"])})
     return out
 
 
@@ -117,7 +116,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# Tuning noise: one tuning seed against {meta['n_seeds']} ({meta['version']})", "",
              f"Code {meta['commit']}; the runs: `fedrepro claims {meta['args']} --backend process --jobs 2` "
              f"(resumable). The new tuning runs took {meta['cpu_minutes']:.0f} CPU-min (summed as recorded, a batched "
-             "run counting its share)" + (f"; {meta['when']}" if meta.get("when") else "") + ".", "",
+             "run counting its share).", "",
              __doc__.split("\n\n")[1].replace("\n", " ").replace("``", "`"), "",
              "A pilot, not a verdict: the claims report's verdicts stand as judged. Seed 1000's scores are the "
              "report's own (`results/claims/<version>/report.json`); the other seeds are new runs of the same cells.",
@@ -174,13 +173,18 @@ def measure(pairs: list, seeds, folder: Path, report: dict, backend: str = "loca
     seeds = [int(s) for s in seeds]
     if FIRST in seeds:
         raise ValueError(f"seed {FIRST} is the claims' own tuning seed: its scores come from the claims report")
+    for mod, sc in pairs:
+        if tuple(sc.tune_seeds) != (FIRST,):
+            raise ValueError(f"{mod.PAPER} scale {sc.name} tunes on seeds {list(sc.tune_seeds)}: the comparison is "
+                             f"with a report tuned on seed {FIRST} alone")
     todo = {(mod.PAPER, sc.name): extra_cells(mod, sc, seeds) for mod, sc in pairs}
     firsts = {k: first_scores(report, *k) for k in todo}  # a scale the report lacks fails before any run
-    if run:
-        order = [e for s in seeds for c in todo.values() for _, cl in c.values() for _, sd, e in cl if sd == s]
+    cells = [(sd, e) for c in todo.values() for _, cl in c.values() for _, sd, e in cl]
+    if run:  # seed by seed: an interrupted run leaves whole seeds rather than a little of every seed
+        order = [e for s in seeds for sd, e in cells if sd == s]
         runner.run_experiments(order, folder, backend, jobs, progress=progress, desc="tuning noise")
     recs = {r["config_hash"]: r for r in store.read_records(folder)} if folder.is_dir() else {}
-    spent = cell_seconds(recs, [e for c in todo.values() for _, cl in c.values() for _, _, e in cl])
+    spent = cell_seconds(recs, [e for _, e in cells])
     rows = []
     for (paper, scale), pairs_ in todo.items():
         for (s, arm), (points, cl) in pairs_.items():
