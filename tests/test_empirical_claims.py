@@ -323,7 +323,7 @@ def test_report_writes_every_documented_key_and_says_what_each_verdict_means(tmp
     data = json.loads(paths["json"].read_text())
     assert set(data) == {"code_version", "environment", "meta", "counts", "method", "papers", "claims", "before"}
     assert set(data["claims"][0]) == {"id", "paper", "verdict", "scale", "metric", "key_number", "seeds", "stopped",
-                                      "why_stopped", "margin", "closest", "seeds_used", "stop_reason"}
+                                      "why_stopped", "margin", "closest"}
     x = data["papers"][0]["claims"][1]["comparisons"][0]
     for key in ("a", "b", "test", "setting", "boundary", "negligible", "paper_gap", "seeds", "values", "n", "mean",
                 "sd", "lower", "upper", "levels", "side", "stop_look", "history", "p"):

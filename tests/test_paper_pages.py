@@ -68,12 +68,19 @@ def test_a_sequential_report_shows_its_seeds_and_why_it_stopped(tmp_path):
     path = res / "claims" / pages.newest(res / "claims", "report.json") / "report.json"
     rep = json.loads(path.read_text())
     c = next(p for p in rep["papers"] if p["paper"] == "gradma")["claims"][0]
-    c["seeds_used"], c["stop_reason"] = 17, "decided at the third look (17 seeds)"
+    c["seeds"], c["why_stopped"] = 17, "decided at the third look (17 seeds)"
     c["closest"] = {"verdict": "SUPPORTED", "text": "SUPPORTED at p = 0.07"}
     path.write_text(json.dumps(rep))
     text = pages.page("gradma", res)
     row = next(ln for ln in text.splitlines() if ln.startswith(f"| {c['id']} |"))
     assert "| 17 |" in row and "decided at the third look" in row and "closest: SUPPORTED at p = 0.07" in row
+    # a report that wrote them under 0.3.0's second names only is read the same (fields.read_claim)
+    for k in ("seeds", "why_stopped", "stopped"):
+        c.pop(k, None)
+    c["seeds_used"], c["stop_reason"] = 16, "decided at the second look (16 seeds)"
+    path.write_text(json.dumps(rep))
+    row = next(ln for ln in pages.page("gradma", res).splitlines() if ln.startswith(f"| {c['id']} |"))
+    assert "| 16 |" in row and "decided at the second look" in row
     # and a report without those keys (0.2.0's fixed seeds) says that its seeds were fixed
     for c in next(p for p in rep["papers"] if p["paper"] == "fedbat")["claims"]:
         for k in pages.SEED_KEYS + pages.STOP_KEYS + ("reason", "closest"):

@@ -86,6 +86,7 @@ def test_designs_reject_bad_looks():
 def test_seeds_to_reach():
     n = S.seeds_to_reach(1.0, 1.0, 0.05)
     t = math.sqrt(n)
-    assert t >= S.allowance(stats.t.isf(0.05, n - 1), n) > math.sqrt(n - 1)
+    assert t >= S.allowance(stats.t.isf(0.05, n - 1), n)
+    assert S.allowance(stats.t.isf(0.05, n - 2), n - 1) > math.sqrt(n - 1)  # the smallest such n
     assert S.seeds_to_reach(0.5, 1.0, 0.05) > n
     assert S.seeds_to_reach(0.0, 1.0, 0.05) is None and S.seeds_to_reach(1.0, 0.0, 0.05) is None

@@ -24,11 +24,12 @@ import re
 import sys
 from pathlib import Path
 
+from .empirical.fields import names_of, read_claim
 from .paper_notes import NOTES
 
 PAPERS = ("bherd", "fedbat", "fedswa", "gradma", "lfl")
-STOP_KEYS = ("stop_reason", "stopped_because", "stopped", "why_stopped")
-SEED_KEYS = ("seeds_used", "n_seeds")
+STOP_KEYS = names_of("why_stopped") + ("stopped",)  # every name a report has given them (``fields.read_claim``)
+SEED_KEYS = names_of("seeds")
 
 
 def newest(folder: Path, holding: str | None = None) -> str | None:
@@ -105,16 +106,17 @@ def short_answer(paper: str, claims_report: dict | None, theory_report: dict | N
 
 
 def seeds_used(c: dict) -> int:
-    for k in SEED_KEYS:
-        if isinstance(c.get(k), int):
-            return c[k]
+    c = read_claim(c)
+    if isinstance(c.get("seeds"), int):
+        return c["seeds"]
     return max((x.get("n") or 0 for x in c.get("comparisons", [])), default=0)
 
 
 def stop_reason(c: dict) -> str:
     """Why a claim's seeds stopped: the report's own words where it has them (and, for an undecided claim, the
     decision that came closest)."""
-    why = next((str(c[k]) for k in STOP_KEYS if c.get(k)), None) or (str(c["reason"]) if c.get("reason") else None)
+    c = read_claim(c)
+    why = next((str(c[k]) for k in ("why_stopped", "stopped", "reason") if c.get(k)), None)
     if why is None:
         return f"a fixed {seeds_used(c)} paired seeds (this report has no sequential stopping)"
     closest = c.get("closest") if isinstance(c.get("closest"), dict) else None
@@ -132,7 +134,8 @@ def replication_section(paper: str, replication: tuple | None) -> list[str]:
     rep = _replication_claims(replication, paper)
     if not declared and not rep:
         return []
-    md = ["### Replication on fresh seeds", "", REPLICATION, ""]
+    recorded = (replication[1].get("method") or {}).get("replication") if rep else None
+    md = ["### Replication on fresh seeds", "", recorded or REPLICATION, ""]  # a report keeps the text it was judged by
     busy = [p for p in _replication_blocks(replication, paper) if p.get("under_way")]
     if busy:
         md += [f"Under way ({'; '.join(p['under_way'] for p in busy)}; from `{replication[0]}`): "
@@ -194,6 +197,7 @@ def empirical_section(paper: str, claims_report: dict | None, where: str,
             rows.append([c["id"], c["statement"], f"**{c['verdict']}**", scale, seeds_used(c), stop_reason(c),
                          keys.get((c["id"], scale), "")])
     md += _table(["claim", "tested", "verdict", "scale", "seeds", "why it stopped", "key number"], rows) + [""]
+    md += error_lines(paper, claims_report, blocks, replication)
     md += diverged_lines([dict(c, scale=c.get("scale", p["scale"].get("scale"))) for p in blocks for c in p["claims"]])
     md += grid_end_lines(blocks, noise)
     for p in blocks:
@@ -210,6 +214,21 @@ def empirical_section(paper: str, claims_report: dict | None, where: str,
         md += [f"Scale **{sc.get('scale')}** of this report: kept from the paper: " + "; ".join(sc.get("kept", []))
                + ".", "", "Reductions (paper -> here): " + "; ".join(sc.get("reductions", [])) + ".", ""]
     return md + replication_section(paper, replication)
+
+
+def error_lines(paper: str, claims_report: dict, blocks: list[dict], replication: tuple | None) -> list[str]:
+    """The error rates of the report's verdicts for ``paper``: the sentence generated from the family its judges
+    used (``family.paper_statement`` on the recorded ``method.families``), or, for a report judged before the
+    families (0.3.0), what its code did (``family.before_families``)."""
+    from .empirical.family import before_families, paper_statement
+
+    fam = next((f for f in (claims_report.get("method") or {}).get("families") or [] if f.get("paper") == paper), None)
+    if fam:
+        used = {p["scale"].get("scale"): (p.get("budget") or {}).get("looks") for p in blocks}
+        return [paper_statement(fam, used), ""]
+    scales = [p["scale"].get("scale") for p in blocks + _replication_blocks(replication, paper)]
+    text = before_families(claims_report, paper, list(dict.fromkeys(scales)))
+    return [text, ""] if text else []
 
 
 def theory_section(paper: str, theory_report: dict | None, where: str) -> list[str]:
@@ -233,13 +252,15 @@ def theory_section(paper: str, theory_report: dict | None, where: str) -> list[s
 
 def scales_section(paper: str) -> list[str]:
     from . import empirical
+    from .empirical.family import family_of, paper_statement
     from .empirical.scale import paper_scales
 
     mod = empirical.paper(paper)
     md = ["## Scales the claims run at now", "",
           f"`theory/empirical/{paper}.py`; `fedrepro claims --paper {paper}` runs them on a CPU, resumable. The "
           "cost plan counts the tuning runs and up to the most paired seeds the plan allows, at the measured "
-          "minutes per run.", ""]
+          "minutes per run.", "", "Error rates of the claims at these scales (theory/empirical/family.py): "
+          + paper_statement(family_of(mod).describe()), ""]
     for sc in paper_scales(mod) + paper_scales(mod, "replication"):
         d = sc.describe()
         only = ", ".join(d["only"]) if d["only"] else "all claims"

@@ -21,6 +21,7 @@ def _looks(text: str | None) -> tuple | None:
 
 def show_plan(a) -> int:
     """``--dry-run``: each paper's budget, scales, looks and cost plan at the measured costs; nothing runs."""
+    from theory.empirical.family import shares_line
     from theory.empirical.run import plan_claims
     from theory.empirical.scale import plan_lines
 
@@ -31,6 +32,7 @@ def show_plan(a) -> int:
     for p in plan:
         b = p["budget"]
         print(f"{p['paper']}: budget {b['cpu_minutes']:g} CPU-min, looks {b['looks']} ({b['reason']})")
+        print(f"  {shares_line(p['family'])}")
         for sc in p["scales"]:
             seeds = f"seeds {sc['seeds'][0]}-{sc['seeds'][1]}, " if a.scale == "replication" else ""
             print(f"  scale {sc['scale']}: {seeds}looks {sc['looks']}, claims {', '.join(sc['claims'])}")

@@ -5,7 +5,9 @@ contradict (DESIGN.md, "Empirical claims"); ``fedrepro claims`` runs them and wr
   (``Margin``), each paper's ``Budget``; verdicts SUPPORTED / CONTRADICTED / NEGLIGIBLE / INCONCLUSIVE.
 * ``paired``: per-seed values of paired runs, the pairing checks, Holm's adjustment.
 * ``tracker``: the look-by-look decisions with error rates that hold under optional stopping
-  (``theory.stats.sequential``), Holm over a paper's claims; ``judge``: from records to the report's view.
+  (``theory.stats.sequential``), Holm over a paper's claims at one scale and stage; ``judge``: from records to the
+  report's view; ``family``: one error family per paper, its alpha split in advance over its scales and stages,
+  and the sentences that state it; ``fields``: one spelling per report field (older names mapped).
 * ``scale``: the CPU scale (the paper's regime, reduced and stated) and the full scale (the paper suites).
 * ``run``: tuning and the looks of final seeds through the benchmark's runner (resumable), then the verdicts.
 * ``report``: the claims report (markdown, report.json, one plot per claim).

@@ -3,9 +3,14 @@ the per-seed values to the sequential ``tracker``, and describes each claim for 
 stopped, seeds used, repeated confidence intervals, repeated p-values, and, for an INCONCLUSIVE claim, the
 decision that came closest).
 
-``Judge(claims, looks)`` gives claim i the design of the looks up to its ``max_seeds``. Each ``look(k, runs,
-seeds)`` uses, for every comparison still open, the runs of ``seeds`` (the first n_k seeds of the scale); a
-comparison that stopped keeps the seeds it had, whatever runs exist later (its verdict never changes).
+``Judge(claims, looks, alpha)`` gives claim i the design of the looks up to its ``max_seeds`` (``claim_looks``)
+and decides through ``tracker_for``, the tracker the calibration tests simulate; ``alpha`` is the family level of
+this paper at this scale and stage (``family.alpha_at``). Each ``look(k, runs, seeds)`` uses, for every comparison
+still open, the runs of ``seeds`` (the first n_k seeds of the scale); a comparison that stopped keeps the seeds it
+had, whatever runs exist later (its verdict never changes). The report's view reads the tracker through its named
+accessors (``Tracker.level``, ``crossed_now``, ``verdict_of``, ...), and writes each field under one name: ``seeds``
+(the most paired seeds a comparison used) and ``why_stopped`` (the sentence; ``fields.read_claim`` maps the names
+of older reports).
 """
 from __future__ import annotations
 
@@ -13,29 +18,43 @@ import math
 
 import numpy as np
 
-from theory.stats.sequential import Design, seeds_to_reach
+from theory.stats.sequential import SKEW_ALLOWANCE, Design, seeds_to_reach
 
 from . import paired
 from .claim import METRICS, Claim
-from .tracker import CODES, CON, FAMILIES, NEG, OPEN, SUP, Spec, Tracker, crossings
+from .tracker import FAMILIES, OPEN, Spec, Tracker, crossings
 
 ALPHA = paired.ALPHA
 REASONS = {"seeds": "its seed budget is spent", "cpu": "its paper's CPU budget is spent",
            "decided": "decided", "no runs": "no paired runs"}
 
 
+def claim_looks(claim: Claim, looks: tuple) -> tuple:
+    """The looks of ``claim``'s design: the declared ``looks`` up to its ``max_seeds`` (the first look when none
+    is that small)."""
+    return tuple(n for n in looks if n <= (claim.max_seeds or looks[-1])) or tuple(looks[:1])
+
+
+def tracker_for(claims: list[Claim], looks: tuple, alpha: float, reps: int = 1) -> Tracker:
+    """The tracker of ``claims`` (one paper's, at one scale and stage) over ``looks`` at family level ``alpha``: one
+    ``Design`` per claim (``claim_looks``), one ``Spec`` per comparison. ``Judge`` decides through it, and the
+    calibration tests simulate it with ``reps`` replicates: the same designs, boundaries and Holm levels."""
+    designs = [Design(claim_looks(c, tuple(looks))) for c in claims]
+    specs = [Spec(i, comp.test, comp.boundary, comp.delta(c)) for i, c in enumerate(claims) for comp in c.comparisons]
+    return Tracker(specs, designs, alpha, reps)
+
+
 class Judge:
-    """Sequential verdicts for ``claims`` (one paper) over the declared ``looks`` (see the module docstring)."""
+    """Sequential verdicts for ``claims`` (one paper at one scale and stage) over the declared ``looks``, at the
+    family level ``alpha`` (that unit's share of the paper's, ``family.alpha_at``; see the module docstring)."""
 
     def __init__(self, claims: list[Claim], looks: tuple, alpha: float = ALPHA, companions: dict | None = None):
-        self.claims, self.looks, self.alpha = list(claims), tuple(int(n) for n in looks), alpha
+        self.claims, self.looks, self.alpha = list(claims), tuple(int(n) for n in looks), float(alpha)
         self.companions = dict(companions or {})  # {metric: another metric shown beside it, on the same seeds}
         self.runs: dict = {}  # per comparison: the (A runs, B runs) of its last look
-        self.designs = [Design(tuple(n for n in self.looks if n <= (c.max_seeds or self.looks[-1])) or
-                               self.looks[:1]) for c in self.claims]
         self.comps = [(i, comp) for i, c in enumerate(self.claims) for comp in c.comparisons]
-        specs = [Spec(i, comp.test, comp.boundary, comp.delta(self.claims[i])) for i, comp in self.comps]
-        self.tracker = Tracker(specs, self.designs, alpha)
+        self.tracker = tracker_for(self.claims, self.looks, self.alpha)
+        self.designs = self.tracker.designs
         self.trace: list[list[dict]] = [[] for _ in self.comps]  # per comparison: one entry per analysed look
         self.pairs: list[dict | None] = [None] * len(self.comps)
         self.last_look = -1
@@ -94,8 +113,7 @@ class Judge:
             self.finish("seeds")
         p = self._claim_pvalues()
         adj = {f: paired.holm([p[i][f] for i in range(len(self.claims))]) for f in FAMILIES}
-        neg = [i for i in range(len(self.claims)) if any(self.tracker.specs[j].negligible > 0
-                                                         for j in self.tracker.of_claim[i])]
+        neg = [i for i in range(len(self.claims)) if self.tracker.can_be_negligible(i)]
         adj["NEGLIGIBLE"] = [1.0] * len(self.claims)  # Holm over the claims that can be NEGLIGIBLE only
         for i, q in zip(neg, paired.holm([p[i]["NEGLIGIBLE"] for i in neg])):
             adj["NEGLIGIBLE"][i] = q
@@ -107,7 +125,7 @@ class Judge:
         spec, design = self.tracker.specs[j], self.designs[i]
         out = {f: 1.0 for f in FAMILIES}
         hist = ()
-        for t in self.trace[j][:len(self.tracker.history[j])]:
+        for t in self.trace[j][:len(self.tracker.history_of(j))]:
             hist += (t["n"],)
             se = t["sd"] / math.sqrt(t["n"])
             m, b, d = t["mean"], spec.boundary, spec.negligible
@@ -136,28 +154,24 @@ class Judge:
         return out
 
     def _levels(self, j: int) -> dict:
-        """The current Holm level of comparison j's claim in each family (per comparison for CON / NEG)."""
-        tr = self.tracker
-        m = np.minimum(tr.rejected[:, :, 0].sum(axis=1), len(self.claims) - 1)
-        return {f: float(tr.levels[x, j, m[x]]) for x, f in ((SUP, "SUPPORTED"), (CON, "CONTRADICTED"),
-                                                              (NEG, "NEGLIGIBLE"))}
+        """The current Holm level of comparison j's claim in each family (per comparison for CONTRADICTED and
+        NEGLIGIBLE)."""
+        return {f: self.tracker.level(f, j) for f in FAMILIES}
 
     def _claim(self, i: int, p_holm: dict) -> dict:
         c, tr = self.claims[i], self.tracker
-        code = int(tr.verdict[i, 0])
         comps = [self._comparison(j) for j, (ci, _) in enumerate(self.comps) if ci == i]
-        reason = str(tr.reason[i, 0])
+        reason = tr.reason_of(i)
         if reason == "seeds" and all(not x["n"] for x in comps):
             reason = "no runs"
         out = {"id": c.id, "paper": c.paper, "source": c.source, "quote": c.quote, "statement": c.statement,
-               "metric": c.metric, "direction": c.direction, "verdict": CODES.get(code, "INCONCLUSIVE"),
+               "metric": c.metric, "direction": c.direction, "verdict": _closed(tr.verdict_of(i)),
                "stopped": reason, "why_stopped": stop_text(reason, comps, self.looks), "p_holm": p_holm,
                "looks": list(self.designs[i].looks), "seeds": max((x["n"] for x in comps), default=0),
                "margin": ({"value": c.margin.value, "reason": c.margin.reason} if c.margin else None),
                "comparisons": comps, "alpha": self.alpha}
-        out["seeds_used"], out["stop_reason"] = out["seeds"], out["why_stopped"]  # the names the paper pages read
         if out["verdict"] == "INCONCLUSIVE":
-            out["closest"] = closest(p_holm, comps, self.alpha, c.metric)
+            out["closest"] = closest(p_holm, comps, self.alpha, c.metric, self.designs[i].skew)
         shown = self.companions.get(c.metric)
         if shown:
             out["companion"] = {"metric": shown, "comparisons": [self._companion(j, shown, x) for j, x in zip(
@@ -180,7 +194,7 @@ class Judge:
     def _comparison(self, j: int) -> dict:
         i, comp = self.comps[j]
         c, tr, pr = self.claims[i], self.tracker, self.pairs[j] or paired.pair(comp, self.claims[i].metric, {}, {})
-        hist = tr.history[j]
+        hist = tr.history_of(j)
         x = [t for t in self.trace[j][:len(hist)]]
         last = x[-1] if x else None
         lv = self._levels(j)
@@ -197,7 +211,7 @@ class Judge:
                 "paper_gap": comp.paper_gap, "seeds": used, "values": vals, "n": len(used),
                 "mean": last["mean"] if last else None, "sd": last["sd"] if last else None, "lower": lo,
                 "upper": hi, "levels": lv, "skewness": paired.skewness(vals), "side": side,
-                "stop_look": int(tr.stop_look[j, 0]), "history": [{k: v for k, v in t.items() if k != "values"} for t in x],
+                "stop_look": tr.stop_look_of(j), "history": [{k: v for k, v in t.items() if k != "values"} for t in x],
                 "p": self._comp_pvalues(j),
                 "uninformative": paired.uninformative(comp, c.metric, pr) if self.pairs[j] else "",
                 "reference_mean": pr["b_mean"], "chance": pr["chance"], "problems": pr["problems"],
@@ -206,10 +220,9 @@ class Judge:
     def _side(self, j: int) -> str:
         tr = self.tracker
         i, comp = self.comps[j]
-        if not tr.history[j]:
+        if not tr.history_of(j):
             return "no runs"
-        m = np.minimum(tr.rejected[:, :, 0].sum(axis=1), len(self.claims) - 1)
-        sup, con, neg = (bool(tr.crossed[f, j, m[f], 0]) for f in (SUP, CON, NEG))
+        sup, con, neg = (tr.crossed_now(f, j) for f in FAMILIES)
         if neg:
             return "negligible"
         if con:
@@ -221,7 +234,12 @@ class Judge:
         return "undecided"
 
 
-def seeds_to_reach_family(family: str, comps: list[dict]) -> int | None:
+def _closed(verdict: str) -> str:
+    """A claim's verdict for the report: still open (no look was analysed) counts as INCONCLUSIVE."""
+    return "INCONCLUSIVE" if verdict == "OPEN" else verdict
+
+
+def seeds_to_reach_family(family: str, comps: list[dict], skew: float = SKEW_ALLOWANCE) -> int | None:
     """Seeds at which a claim's comparisons (the report's dicts: mean, sd, boundary, negligible, levels) would
     reach ``family``'s boundary at their observed means and sds (all of them for SUPPORTED, one for CONTRADICTED
     or NEGLIGIBLE): a planning figure, even odds at one look (``sequential.seeds_to_reach``); None when the
@@ -235,13 +253,13 @@ def seeds_to_reach_family(family: str, comps: list[dict]) -> int | None:
             continue
         e = {"SUPPORTED": x["mean"] - x["boundary"], "CONTRADICTED": x["boundary"] - x["mean"],
              "NEGLIGIBLE": (x["negligible"] or 0.0) - abs(x["mean"])}[family]
-        need.append(seeds_to_reach(e, x["sd"], x["levels"][family]) if e > 0 else None)
+        need.append(seeds_to_reach(e, x["sd"], x["levels"][family], skew) if e > 0 else None)
     if family == "SUPPORTED":
         return None if not need or None in need else max(need)
     return min((n for n in need if n is not None), default=None)
 
 
-def closest(p_holm: dict, comps: list[dict], alpha: float, metric: str) -> dict:
+def closest(p_holm: dict, comps: list[dict], alpha: float, metric: str, skew: float = SKEW_ALLOWANCE) -> dict:
     """The decision an INCONCLUSIVE claim came closest to: the family with the smallest Holm-adjusted repeated
     p-value, with a sentence and the interval's distance to that decision's boundary.
 
@@ -255,15 +273,15 @@ def closest(p_holm: dict, comps: list[dict], alpha: float, metric: str) -> dict:
     low = min(p_holm[v] for v in possible)
     tied = [v for v in possible if p_holm[v] <= low + 1e-12]
     k, unit = METRICS[metric][3], METRICS[metric][2]
-    need = {f: seeds_to_reach_family(f, comps) for f in tied}
+    need = {f: seeds_to_reach_family(f, comps, skew) for f in tied}
     if len(tied) == 1:
         f = tied[0]
-        head = f"closest to {f}: Holm-adjusted repeated p-value {p_holm[f]:.3g} (a verdict needs <= {alpha:g})"
+        head = f"closest to {f}: Holm-adjusted repeated p-value {p_holm[f]:.3g} (a verdict needs <= {alpha:.3g})"
     else:
         reachable = [v for v in tied if need[v]]
         f = min(reachable, key=lambda v: need[v]) if reachable else None
         head = (f"no decision came closer than another: {_and(tied)} share the Holm-adjusted repeated p-value "
-                f"{low:.3g} (a verdict needs <= {alpha:g})")
+                f"{low:.3g} (a verdict needs <= {alpha:.3g})")
     gaps = _gaps(f, comps, k, unit) if len(tied) == 1 else _tied_gaps(tied, comps, k, unit)
     text = head + (f"; {'; '.join(gaps)}" if gaps else "")
     return {"verdict": f, "p_holm": low, "text": text, "tied": tied, "seeds_to_reach": need.get(f)}
@@ -323,4 +341,4 @@ def stop_text(reason: str, comps: list[dict], looks: tuple) -> str:
     return f"{REASONS.get(reason, reason)} (looks {list(looks)}; seeds per comparison: {seeds})"
 
 
-__all__ = ["Judge", "closest", "seeds_to_reach_family", "OPEN"]
+__all__ = ["Judge", "claim_looks", "closest", "seeds_to_reach_family", "tracker_for", "OPEN"]

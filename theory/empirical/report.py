@@ -6,16 +6,20 @@
 * ``code_version``, ``environment``, ``meta`` (scale, quick, wall_seconds, cpus, backend, jobs, load_start,
   load_end, note, looks, ``claims_file`` ({path, sha256} of a claims file of the user's, ``own``), and
   ``judged_by``, the code version that judged the records, once ``rerender`` has re-rendered the report),
-  ``counts`` ({verdict: number of claims}), ``method`` (alpha, spending, skew
-  allowance, a sentence), ``before`` (the version whose spreads the markdown shows beside these, or null);
+  ``counts`` ({verdict: number of claims}), ``method`` (``alpha``, ``spending``, ``skew_allowance``, ``text``, and
+  from 0.4.0 ``errors``, the paragraph stating the error rates, and ``families``, each paper's error family as the
+  judges used it, ``family.Family.describe``; ``replication``, a replication's text), ``before`` (the version whose
+  spreads the markdown shows beside these, or null);
 * ``claims``: one summary per claim: ``id``, ``paper``, ``verdict`` (SUPPORTED / CONTRADICTED / NEGLIGIBLE /
   INCONCLUSIVE), ``scale``, ``metric``, ``key_number`` (mean difference and interval per comparison),
-  ``seeds`` (the most paired seeds a comparison used; also as ``seeds_used``), ``stopped`` ("decided", "seeds",
-  "cpu" or "no runs"), ``why_stopped`` (a sentence; also as ``stop_reason``), ``margin`` ({value, reason} in the metric's unit, or null), ``closest`` (for
+  ``seeds`` (the most paired seeds a comparison used), ``stopped`` ("decided", "seeds", "cpu" or "no runs"),
+  ``why_stopped`` (a sentence; older reports also wrote these two as ``seeds_used`` and ``stop_reason``, which
+  ``fields.read_claim`` maps), ``margin`` ({value, reason} in the metric's unit, or null), ``closest`` (for
   INCONCLUSIVE: {verdict, p_holm, text, tied, seeds_to_reach}, else null; ``tied`` lists the families sharing the
   smallest p-value, and with several ``verdict`` is the one fewest seeds would reach, or null);
 * ``papers``: per paper ``paper``, ``title``, ``scale`` (the scale's description), ``budget`` ({looks,
-  cpu_minutes, reason}), ``tuning``, ``cells`` (counts and ``cell_seconds``), ``seconds``, and ``claims``: the
+  cpu_minutes, reason}), ``tuning``, ``cells`` (counts and ``cell_seconds``), ``seconds``, ``family`` (the paper's
+  error family, ``family.described``: which unit this entry is and its level), and ``claims``: the
   full claim dicts of ``judge.Judge.results``: the summary keys plus ``source``, ``quote``, ``statement``,
   ``direction``, ``looks``, ``p_holm`` ({family: Holm-adjusted repeated p-value}), ``alpha``, ``companion``
   (where a scale's metric stands in for the claim's own: {metric, comparisons: [{seeds, values, n, mean, sd}]} of
@@ -42,6 +46,8 @@ from benchmark.experiment import code_version, environment
 from theory.stats.sequential import SKEW_ALLOWANCE
 
 from .claim import METRICS, VERDICTS
+from .family import FIRST, Family, Unit, statement
+from .fields import read_report
 from .judge import closest
 from .paired import ALPHA
 from .scale import REPLICATION
@@ -57,11 +63,8 @@ METHOD = (
     "when it lies within +-the claim's smallest effect that matters (declared in the claim's code with its reason, "
     "at most half the difference the paper reports): a superiority claim whose advantage is shown negligible is not "
     "supported. INCONCLUSIVE only when the paper's budget of seeds or CPU time is spent; the report then says which "
-    "decision came closest. The intervals use Lan-DeMets (Pocock-type) error spending on Student t statistics with "
-    f"a skewness allowance (g = {SKEW_ALLOWANCE:g}), so each kind of wrong verdict keeps its rate under this optional "
-    "stopping; Holm's procedure over each paper's claims keeps the rate of any wrong SUPPORTED verdict per paper at "
-    f"{ALPHA:g}, and likewise for CONTRADICTED and NEGLIGIBLE (theory/stats/sequential.py, "
-    "theory/empirical/tracker.py; calibration measured in tests/test_empirical_calibration.py). Every method gets "
+    "decision came closest. The error rates of these verdicts are stated below the method, from the code's "
+    "families (theory/empirical/family.py). Every method gets "
     "the same declared tuning budget, selected on a validation split of the training data; the test set is used "
     "only by the final runs. A reduced (CPU) scale keeps each paper's regime and states every reduction: its "
     "verdicts are about that scale, and its accuracies are not the paper's numbers.")
@@ -137,7 +140,7 @@ def verdict_lines(c: dict) -> list[str]:
             for x in neg) + ", smaller than the smallest effect that matters.", ""]
     p = c["p_holm"]
     md.append("Holm-adjusted repeated p-values: " + ", ".join(f"{f} {p[f]:.3g}" for f in p)
-              + f" (a verdict needs <= {c['alpha']:g}).")
+              + f" (a verdict needs <= {c['alpha']:.3g}).")
     if c["verdict"] == "INCONCLUSIVE":
         if c.get("uninformative"):
             md.append(f"Uninformative: {c['uninformative']}.")
@@ -169,7 +172,7 @@ def spreads(report_json: dict) -> dict:
 def first_stages(report_json: dict) -> dict:
     """{(claim id, scale): (verdict, seeds, key number)} of a claims report.json: what a replication repeats."""
     return {(c["id"], c.get("scale")): (c["verdict"], c.get("seeds"), key_number(c))
-            for p in report_json.get("papers", []) for c in p.get("claims", [])}
+            for p in read_report(report_json).get("papers", []) for c in p.get("claims", [])}
 
 
 def previous_report(results_root, version: str) -> tuple[str, dict] | None:
@@ -388,8 +391,8 @@ def plot(c: dict, path: Path) -> None:
 def summary(c: dict) -> dict:
     """The per-claim entry of report.json's ``claims`` (see the module docstring)."""
     return {"id": c["id"], "paper": c["paper"], "verdict": c["verdict"], "scale": c["scale"], "metric": c["metric"],
-            "key_number": key_number(c), "seeds": c["seeds"], "seeds_used": c["seeds"], "stopped": c["stopped"],
-            "why_stopped": c["why_stopped"], "stop_reason": c["why_stopped"], "margin": c["margin"],
+            "key_number": key_number(c), "seeds": c["seeds"], "stopped": c["stopped"],
+            "why_stopped": c["why_stopped"], "margin": c["margin"],
             "closest": c.get("closest")}
 
 
@@ -398,8 +401,12 @@ def _commit(version: dict) -> str:
     return f"{version.get('git_commit') or '?'}{' (dirty)' if version.get('git_dirty') else ''}"
 
 
-def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: dict | None = None) -> list[str]:
+def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: dict | None = None,
+           method: dict | None = None) -> list[str]:
+    """The report's title, provenance, method and error rates (``method``, as ``method_of`` builds it or as a
+    re-rendered report recorded it), and the table of verdicts."""
     claims = [c for p in papers for c in p["claims"]]
+    method = method or method_of(papers)
     md = [f"# Empirical claims report ({version['package']})", ""]
     if meta.get("quick"):
         md += ["**Quick mode: one look of a few seeds at a reduced scale, a smoke test. These are not verdicts.**", ""]
@@ -417,13 +424,15 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
            f"{meta['load_start']} at the start and {meta['load_end']} at the end (other jobs on the machine)."
            + (f" {meta['note']}" if meta.get("note") else "")
            + (f" Claims declared in {meta['claims_file']['path']} (sha256 {meta['claims_file']['sha256'][:16]})."
-              if meta.get("claims_file") else ""), "", METHOD, ""]
+              if meta.get("claims_file") else ""), "", method["text"], ""]
+    if method.get("errors"):
+        md += [method["errors"], ""]
     busy = [f"{p['paper']} ({p['scale']['scale']} scale: {p['under_way']})" for p in papers if p.get("under_way")]
     if busy:
         md += ["**Under way, not judged yet:** " + "; ".join(busy) + ".", ""]
     replicated = any(c.get("replicates") for c in claims)
-    if replicated:
-        md += [REPLICATION, ""]
+    if replicated and method.get("replication"):
+        md += [method["replication"], ""]
     if before:
         against = (f"first stage (the {before['version']} report): the same scale on other seeds." if replicated else
                    f"{before['version']} report, with that report's metric where it differs: what the scales and "
@@ -436,10 +445,39 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
                           tablefmt="github"), ""]
 
 
-def write_report(papers: list[dict], folder, meta: dict, before: tuple | None = None, env: dict | None = None) -> dict:
+def _family(p: dict) -> dict:
+    """A paper entry's error family as recorded by ``run.run_paper``, or (an entry written without one, e.g. a
+    judge's results passed by hand) one family of its claims at their level, at its scale and looks."""
+    if p.get("family"):
+        return p["family"]
+    alpha = next((c["alpha"] for c in p.get("claims", []) if c.get("alpha") is not None), ALPHA)
+    looks = tuple((p.get("budget") or {}).get("looks") or (2,))
+    return Family(p["paper"], alpha, (Unit(p["scale"].get("scale", "?"), FIRST, 1.0, looks),)).describe()
+
+
+def method_of(papers: list[dict]) -> dict:
+    """report.json's ``method``: alpha, spending and skewness allowance of the families, the method's text,
+    ``errors`` (the error rates' paragraph, ``family.statement``, generated from the families the judges used),
+    ``families`` (each paper's, ``Family.describe``) and, when a replication is in the report, its text."""
+    fams, used = {}, {}
+    for p in papers:
+        f = _family(p)
+        fams.setdefault(f["paper"], f)
+        used.setdefault(f["paper"], {})[p["scale"].get("scale")] = (p.get("budget") or {}).get("looks")
+    first = next(iter(fams.values()), {"alpha": ALPHA, "spending": "pocock", "skew": SKEW_ALLOWANCE})
+    out = {"alpha": first["alpha"], "spending": first["spending"], "skew_allowance": first["skew"], "text": METHOD,
+           "errors": statement(list(fams.values()), used), "families": list(fams.values())}
+    if any(c.get("replicates") for p in papers for c in p["claims"]):
+        out["replication"] = REPLICATION
+    return out
+
+
+def write_report(papers: list[dict], folder, meta: dict, before: tuple | None = None, env: dict | None = None,
+                 method: dict | None = None) -> dict:
     """Write report.md, report.json and the plots into ``folder``; return their paths. ``before``: (version,
     report.json) of an earlier claims report, whose spreads are shown beside this one's; ``env``: the environment
-    recorded (default: this machine's; a re-rendered report keeps the one that judged it)."""
+    recorded (default: this machine's; a re-rendered report keeps the one that judged it); ``method``: the method
+    and error rates as recorded (a re-rendered report keeps its own; default: ``method_of`` the papers)."""
     before = {"version": before[0], "spreads": spreads(before[1]), "first": first_stages(before[1])} if before else None
     import torch
 
@@ -448,16 +486,15 @@ def write_report(papers: list[dict], folder, meta: dict, before: tuple | None = 
     version = code_version()
     claims = [c for p in papers for c in p["claims"]]
     counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
-    md = header(papers, meta, version, counts, before)
+    method = method or method_of(papers)
+    md = header(papers, meta, version, counts, before, method)
     for p in papers:
         md += paper_section(p, before)
         for c in p["claims"]:
             plot(c, folder / f"{claim_key(c)}.png")
     (folder / "report.md").write_text("\n".join(md))
     payload = {"code_version": version, "environment": env or environment(torch.device("cpu")), "meta": meta,
-               "counts": counts, "method": {"alpha": ALPHA, "spending": "pocock", "skew_allowance": SKEW_ALLOWANCE,
-                                            "text": METHOD, **({"replication": REPLICATION} if any(
-                                                c.get("replicates") for c in claims) else {})},
+               "counts": counts, "method": method,
                "papers": papers, "claims": [summary(c) for c in claims],
                "before": before["version"] if before else None}
     store.write_json_atomic(folder / "report.json", json.loads(json.dumps(payload, default=str)), indent=1)
@@ -469,14 +506,19 @@ def rerender(folder, before: tuple | None = None) -> dict:
     report.json, with no run records: after a change to the report's wording or plots, where the records are
     archived elsewhere or gone. The verdicts, numbers, tuning and meta stay as judged; what the rendering code
     derives is recomputed: the closest decision of each INCONCLUSIVE claim (``judge.closest``, from the reported
-    comparisons), the markdown and the plots. ``meta.judged_by`` keeps the code version that judged the records,
-    and the header names both; the recorded environment is kept. ``before``: as for ``write_report``."""
+    comparisons, with the skewness allowance it was judged with), the markdown and the plots. ``meta.judged_by``
+    keeps the code version that judged the records, and the header names both; the recorded environment is kept,
+    and so is the recorded ``method``: its text and error rates state what the code that judged it did (a 0.3.0
+    report keeps its own sentence). Older field names are read through ``fields.read_report``. ``before``: as for
+    ``write_report``."""
     folder = Path(folder)
-    data = json.loads((folder / "report.json").read_text())
+    data = read_report(json.loads((folder / "report.json").read_text()))
+    method = data.get("method") or method_of(data["papers"])
     for p in data["papers"]:
         for c in p["claims"]:
             if c["verdict"] == "INCONCLUSIVE" and c.get("comparisons"):
-                c["closest"] = closest(c["p_holm"], c["comparisons"], c["alpha"], c["metric"])
+                c["closest"] = closest(c["p_holm"], c["comparisons"], c["alpha"], c["metric"],
+                                       method.get("skew_allowance", SKEW_ALLOWANCE))
     meta = {**data["meta"], "judged_by": data["meta"].get("judged_by") or data["code_version"]}
-    return write_report(data["papers"], folder, meta, before, env=data.get("environment"))
+    return write_report(data["papers"], folder, meta, before, env=data.get("environment"), method=method)
 

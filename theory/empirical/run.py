@@ -22,6 +22,7 @@ from benchmark.experiment import code_version
 
 from . import is_own
 from .claim import Budget
+from .family import alpha_at, described, family_of, scale_looks
 from .judge import Judge
 from .metrics import COMPANIONS
 from .scale import CpuScale, FullScale, arm_matches, paper_scales
@@ -98,7 +99,7 @@ def run_cpu(paper, scale: CpuScale, claims: list, folder: Path, looks: tuple, se
                                      desc=f"{paper.PAPER}: tuning")
     tuned = dict(zip(pairs, recs_t))
     planned = [e for k in pairs for _, _, e in tuning.tuning_cells(bases[k], plans[k])]
-    judge, prev = Judge(claims, looks, companions=_companions()), 0
+    judge, prev = Judge(claims, looks, alpha=alpha_at(paper, scale.name), companions=_companions()), 0
 
     def finals(keys, chunk):
         return [e for k in keys for e in tuning.final_cells(bases[k], tuned[k]["choice"], plans[k], chunk)]
@@ -149,7 +150,7 @@ def run_full(paper, scale: FullScale, results_root, version, backend: str, jobs,
     counts = {**counts, "cell_seconds": cell_seconds(recs, [e for k in pairs for e in picked[k]])}
     runs = {k: {e.seed: recs[e.config_hash()] for e in picked[k] if e.config_hash() in recs} for k in pairs}
     seeds = sorted({e.seed for k in pairs for e in picked[k]})
-    judge = Judge(paper.CLAIMS, (max(2, len(seeds)),))
+    judge = Judge(paper.CLAIMS, (max(2, len(seeds)),), alpha=alpha_at(paper, "full"))
     judge.look(0, runs, seeds)
     summary = {f"{s} / {a}": {"suite": suite.name, "cells": len(picked[(s, a)]),
                              "with_records": len(runs[(s, a)])} for s, a in pairs}
@@ -162,18 +163,31 @@ def claims_at(scale, claims) -> list:
     return scale.claims_here(claims) if hasattr(scale, "claims_here") else list(claims)
 
 
-def scale_looks(looks: tuple, max_seeds: int | None = None) -> tuple:
-    """The budget's looks up to a scale's seed maximum, which becomes the last look."""
-    if not max_seeds:
-        return tuple(looks)
-    out = tuple(n for n in looks if n < max_seeds)
-    return out + (int(max_seeds),)
-
-
 def _companions() -> dict:
     """{metric measured: the claim's own metric, shown beside it} (``metrics.COMPANIONS``, where a scale declares
     a less noisy metric standing in for the claim's)."""
     return dict(COMPANIONS)
+
+
+def refuse_changed_family(report: dict | None, mods, what: str, way_out: str = "") -> None:
+    """A paper's error family is fixed before any of its runs (``family.py``): a paper of ``mods`` whose family now
+    (its scales and stages and their shares) is not the one recorded in ``report`` (``method.families``: a written
+    report this run would replace, or the first stage a replication follows) is refused, naming both."""
+    recorded = {f["paper"]: f for f in ((report or {}).get("method") or {}).get("families") or []}
+
+    def shares(f):
+        return [(u["scale"], u["stage"], round(u["alpha"], 12)) for u in f["units"]] + [round(f["alpha"], 12)]
+
+    def text(f):
+        return ", ".join(f"{u['alpha']:.3g} at {u['scale']}" for u in f["units"])
+
+    for m in mods:
+        old, now = recorded.get(m.PAPER), family_of(m).describe()
+        if old is not None and shares(old) != shares(now):
+            raise ValueError(f"{m.PAPER}: its error family is not the one {what} was judged with ({text(old)} then, "
+                             f"{text(now)} now); the split over a paper's scales and stages is declared before any "
+                             "run: restore its SCALES, REPLICATIONS and ALPHA_SPLIT" + (f", or {way_out}" if way_out
+                                                                                       else ""))
 
 
 def run_paper(paper, scale="cpu", results_root="results", version: str | None = None,
@@ -217,7 +231,8 @@ def run_paper(paper, scale="cpu", results_root="results", version: str | None = 
         budget = Budget(sc.looks, sc.cpu_minutes, f"a replication of the {sc.replicates} scale: {sc.why}")
     return {"paper": paper.PAPER, "title": paper.TITLE, "scale": sc.describe(), "claims": results,
             "budget": {"looks": list(judge.looks), "cpu_minutes": budget.cpu_minutes, "reason": budget.reason},
-            "tuning": tuned, "cells": counts, "seconds": time.perf_counter() - t0}
+            "tuning": tuned, "cells": counts, "seconds": time.perf_counter() - t0,
+            "family": described(paper, sc.name, judge)}
 
 
 def judge(claims, runs: dict, looks: tuple | None = None) -> list[dict]:
@@ -265,9 +280,9 @@ def _report_roots(results_root) -> list:
 
 
 def plan_claims(paper: str | None = None, scale: str = "cpu") -> list[dict]:
-    """The full report's plan without running anything: per paper, its budget and, per CPU scale (or per
-    replication, ``scale="replication"``), the claims it runs, its looks and its cost plan at the measured costs
-    (``CpuScale.cost_plan``)."""
+    """The full report's plan without running anything: per paper, its budget, its error family
+    (``family.Family.describe``) and, per CPU scale (or per replication, ``scale="replication"``), the claims it
+    runs, its looks and its cost plan at the measured costs (``CpuScale.cost_plan``)."""
     from . import papers as paper_modules
 
     out = []
@@ -281,7 +296,7 @@ def plan_claims(paper: str | None = None, scale: str = "cpu") -> list[dict]:
         budget = ({"looks": list(scs[0].looks), "cpu_minutes": sum(sc.cpu_minutes for sc in scs),
                    "reason": "the replications' own budgets"} if scale == "replication" else
                   {"looks": list(m.BUDGET.looks), "cpu_minutes": m.BUDGET.cpu_minutes, "reason": m.BUDGET.reason})
-        out.append({"paper": m.PAPER, "budget": budget, "scales": scales,
+        out.append({"paper": m.PAPER, "budget": budget, "scales": scales, "family": family_of(m).describe(),
                     "cpu_minutes": sum(s["plan"]["cpu_minutes"] for s in scales)})
     return out
 
@@ -326,7 +341,8 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     """Run (or resume) every paper's claims, or ``paper``'s, and write the report (``report.write_report``).
     ``before``: the claims report version whose spreads are shown beside the new ones ("previous": the newest
     older version under the results root, else under the committed results; a version: the committed one, else
-    the results root's; None: none). Returns {"papers": [...], "paths": {...}}."""
+    the results root's; None: none). A replication whose paper's error family is not the one its first stage
+    recorded is refused (``refuse_changed_family``). Returns {"papers": [...], "paths": {...}}."""
     from . import papers as paper_modules
     from .report import write_report
 
@@ -338,6 +354,8 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
         have = [m.PAPER for m in paper_modules() if paper_scales(m, "replication")]
         raise ValueError(f"{paper or 'no paper'} declares no replication; papers with one: {', '.join(have)}")
     prev = before_report(results_root, before)
+    if scale == "replication" and prev:  # its share was declared with the first stage's
+        refuse_changed_family(prev[1], paper_modules(paper), f"its first stage (the {prev[0]} report)")
 
     t0, load0 = time.time(), _load()
     results = []
@@ -352,7 +370,8 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
                                 "under_way": str(e), "budget": {"looks": list(sc.looks or m.BUDGET.looks),
                                                                 "cpu_minutes": sc.cpu_minutes or m.BUDGET.cpu_minutes,
                                                                 "reason": "under way"},
-                                "tuning": {}, "cells": {"cell_seconds": 0.0}, "seconds": 0.0})
+                                "tuning": {}, "cells": {"cell_seconds": 0.0}, "seconds": 0.0,
+                                "family": family_of(m).describe()})
             spent += results[-1]["cells"].get("cell_seconds", 0.0)
     meta = {"scale": scale, "quick": scale == "quick", "wall_seconds": time.time() - t0, "cpus": os.cpu_count(),
             "backend": backend, "jobs": jobs, "load_start": load0, "load_end": _load(), "note": note or "",

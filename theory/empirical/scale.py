@@ -227,10 +227,10 @@ REPLICATION = (
     "scale (settings, tuning cells, tuning seed, metric), a new group-sequential design declared before its runs "
     "(its looks, the calibrated 5, 10, 20, 40, and its own CPU budget) and final seeds that the first stage never "
     "used. Its verdicts are those of an independent experiment: its seeds share nothing with the first stage's, so "
-    "its error control (Holm over the claims it repeats, each kind of wrong verdict at 0.05 per paper) holds given "
-    "the first stage's outcome, whatever that was. The first stage's runs are not pooled with it, since its looks "
-    "were all spent and its error already spent with them. Over both stages, a claim's chance of a wrong verdict is "
-    "at most 0.05 + 0.05 = 0.10 per kind (Bonferroni over the two stages), against 0.05 for a claim decided in one.")
+    "given the first stage's outcome, whatever that was, its Holm family over the claims it repeats holds at the "
+    "share of the paper's error rate declared for it in advance (the error rates above: one family per paper over "
+    "both stages, theory/empirical/family.py). The first stage's runs are not pooled with it, since its looks were "
+    "all spent and its share of the error with them.")
 
 
 def paper_scales(mod, which: str = "cpu") -> list:

@@ -1,10 +1,12 @@
-"""Look-by-look verdicts over the claims of one paper, with the error control of ``theory.stats.sequential``.
+"""Look-by-look verdicts over the claims of one paper at one scale and stage, with the error control of
+``theory.stats.sequential``.
 
-A paper's claims are one family for each kind of wrong verdict (SUPPORTED, CONTRADICTED, NEGLIGIBLE; the last
-only over the claims that have a negligible margin): Holm's step-down procedure on each claim's repeated
-p-values keeps, per paper, the probability of any wrong SUPPORTED verdict at ``alpha``, and likewise for
-CONTRADICTED and for NEGLIGIBLE, whatever the looks at which the claims stop (repeated p-values are valid under any stopping rule, and Holm needs nothing else; Maurer and
-Bretz 2013). Holm with K claims tests at alpha / (K - m) once m claims of that family are rejected, so a
+The claims judged together (a paper's at one scale and stage: a unit of its error family, ``family.py``, whose
+share of the paper's alpha is the ``alpha`` given here) are one family for each kind of wrong verdict (SUPPORTED,
+CONTRADICTED, NEGLIGIBLE; the last only over the claims that have a negligible margin): Holm's step-down procedure
+on each claim's repeated p-values keeps the probability of any wrong SUPPORTED verdict among them at ``alpha``, and
+likewise for CONTRADICTED and for NEGLIGIBLE, whatever the looks at which the claims stop (repeated p-values are
+valid under any stopping rule, and Holm needs nothing else; Maurer and Bretz 2013). Holm with K claims tests at alpha / (K - m) once m claims of that family are rejected, so a
 claim's p-value is only compared with the K levels alpha / K, ..., alpha: the tracker keeps, per comparison,
 whether its repeated confidence interval has crossed at each of those levels (cumulatively over looks, which
 is what "repeated p-value <= level" means) and never needs the p-values themselves.
@@ -41,8 +43,8 @@ import numpy as np
 
 OPEN, SUPPORTED, CONTRADICTED, NEGLIGIBLE, INCONCLUSIVE = 0, 1, 2, 3, 4
 CODES = {SUPPORTED: "SUPPORTED", CONTRADICTED: "CONTRADICTED", NEGLIGIBLE: "NEGLIGIBLE", INCONCLUSIVE: "INCONCLUSIVE"}
-SUP, CON, NEG = 0, 1, 2  # families
-FAMILIES = ("SUPPORTED", "CONTRADICTED", "NEGLIGIBLE")
+SUP, CON, NEG = 0, 1, 2  # families, as indices of the arrays below
+FAMILIES = ("SUPPORTED", "CONTRADICTED", "NEGLIGIBLE")  # the same, by name (the order of SUP, CON, NEG)
 GE_TESTS = ("noninferior", "ratio")  # claims of the form E[x] >= b
 
 
@@ -71,8 +73,10 @@ class Tracker:
     """The state of one paper's claims across looks (see the module docstring).
 
     ``specs``: the comparisons, flattened over claims; ``designs``: one ``sequential.Design`` per claim.
-    After each ``look``: ``verdict`` (claims x reps, codes above), ``decided_look`` (-1 while open),
-    ``reason`` ("decided", "seeds", or what ``finish`` was given), ``stop_look`` and ``n_used`` per comparison.
+    After each ``look``, vectorised over replicates: ``verdict`` (claims x reps, codes above), ``decided_look``
+    (-1 while open), ``reason`` ("decided", "seeds", or what ``finish`` was given), ``stop_look`` and ``n_used``
+    (comparisons x reps). One replicate's state by name (what ``judge`` reads): ``verdict_of``, ``reason_of``,
+    ``level``, ``crossed_now``, ``stop_look_of``, ``history_of``, ``comparisons_of``, ``can_be_negligible``.
     """
 
     def __init__(self, specs: list[Spec], designs: list, alpha: float = 0.05, reps: int = 1):
@@ -86,8 +90,8 @@ class Tracker:
         holm = self.alpha / (k - np.arange(k))
         holm_neg = self.alpha / np.maximum(k_neg - np.arange(k), 1)
         ncomp = np.array([len(self.of_claim[s.claim]) for s in self.specs], dtype=float)
-        self.levels = np.stack([np.tile(holm, (j, 1)), holm[None, :] / ncomp[:, None], holm_neg[None, :] / ncomp[:, None]])
-        self.crossed = np.zeros((3, j, k, r), dtype=bool)
+        self._levels = np.stack([np.tile(holm, (j, 1)), holm[None, :] / ncomp[:, None], holm_neg[None, :] / ncomp[:, None]])
+        self._crossed = np.zeros((3, j, k, r), dtype=bool)
         self.open = np.ones((j, r), dtype=bool)
         self.history = [() for _ in range(j)]
         self.stop_look = np.full((j, r), -1)
@@ -95,7 +99,7 @@ class Tracker:
         self.verdict = np.zeros((k, r), dtype=int)
         self.decided_look = np.full((k, r), -1)
         self.reason = np.full((k, r), "", dtype=object)
-        self.rejected = np.zeros((3, k, r), dtype=bool)
+        self._rejected = np.zeros((3, k, r), dtype=bool)
 
     def look(self, k: int, mean, sd, n, can_support=None) -> None:
         """Look ``k``: per comparison the mean and sd of its per-seed values (arrays of shape (comparisons,
@@ -115,9 +119,9 @@ class Tracker:
                 if f == SUP and can_support is not None and not can_support[j]:
                     continue
                 for m in range(len(self.designs)):
-                    crit = design.crit(hist, self.levels[f, j, m])
+                    crit = design.crit(hist, self._levels[f, j, m])
                     x = crossings(spec.test, spec.boundary, spec.negligible, mean[j], se, crit)[f]
-                    self.crossed[f, j, m] |= x & live
+                    self._crossed[f, j, m] |= x & live
         self._decide(k)
 
     def _claim_level(self) -> np.ndarray:
@@ -125,9 +129,9 @@ class Tracker:
         k = len(self.designs)
         out = np.zeros((3, k, k, self.reps), dtype=bool)
         for i, comps in enumerate(self.of_claim):
-            out[SUP, i] = self.crossed[SUP, comps].all(axis=0)
-            out[CON, i] = self.crossed[CON, comps].any(axis=0)
-            out[NEG, i] = self.crossed[NEG, comps].any(axis=0)
+            out[SUP, i] = self._crossed[SUP, comps].all(axis=0)
+            out[CON, i] = self._crossed[CON, comps].any(axis=0)
+            out[NEG, i] = self._crossed[NEG, comps].any(axis=0)
         return out
 
     def _holm(self, b: np.ndarray) -> np.ndarray:
@@ -145,16 +149,16 @@ class Tracker:
     def _at_current(self, f: int) -> np.ndarray:
         """crossed[f] of each comparison at its family's current Holm level: (comparison, rep)."""
         k = len(self.designs)
-        m = np.minimum(self.rejected[f].sum(axis=0), k - 1)
-        return np.take_along_axis(self.crossed[f], np.broadcast_to(m, (len(self.specs), 1, self.reps)), axis=1)[:, 0]
+        m = np.minimum(self._rejected[f].sum(axis=0), k - 1)
+        return np.take_along_axis(self._crossed[f], np.broadcast_to(m, (len(self.specs), 1, self.reps)), axis=1)[:, 0]
 
     def _decide(self, k: int) -> None:
         b = self._claim_level()
-        self.rejected = np.stack([self._holm(b[f]) for f in range(3)])
+        self._rejected = np.stack([self._holm(b[f]) for f in range(3)])
         con_now, neg_now, sup_now = self._at_current(CON), self._at_current(NEG), self._at_current(SUP)
         for i, comps in enumerate(self.of_claim):
             todo = self.verdict[i] == OPEN
-            r_sup, r_con, r_neg = self.rejected[:, i]
+            r_sup, r_con, r_neg = self._rejected[:, i]
             con_only = (con_now[comps] & ~neg_now[comps]).any(axis=0)
             v = np.where(r_con & con_only, CONTRADICTED, np.where(r_neg, NEGLIGIBLE, np.where(
                 r_con, CONTRADICTED, np.where(r_sup, SUPPORTED, OPEN))))
@@ -186,6 +190,51 @@ class Tracker:
         """Close every open claim for ``reason`` (e.g. "cpu": the paper's CPU budget is spent)."""
         for i in range(len(self.designs)):
             self.close(i, reason, k)
+
+    # ------------------------------------------------------------------------ one replicate's state, by name
+
+    def _family(self, family: str) -> int:
+        if family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+        return FAMILIES.index(family)
+
+    def _holm_index(self, f: int, rep: int) -> int:
+        """The index of the Holm level a family tests at now: the number of its claims rejected so far."""
+        return int(min(self._rejected[f, :, rep].sum(), len(self.designs) - 1))
+
+    def level(self, family: str, comparison: int, rep: int = 0) -> float:
+        """The one-sided level at which ``comparison`` is tested now in ``family``: its claim's current Holm level
+        (for CONTRADICTED and NEGLIGIBLE divided by the claim's number of comparisons, Bonferroni)."""
+        f = self._family(family)
+        return float(self._levels[f, comparison, self._holm_index(f, rep)])
+
+    def crossed_now(self, family: str, comparison: int, rep: int = 0) -> bool:
+        """Whether ``comparison``'s repeated interval has crossed on ``family``'s side at its current level."""
+        f = self._family(family)
+        return bool(self._crossed[f, comparison, self._holm_index(f, rep), rep])
+
+    def verdict_of(self, claim: int, rep: int = 0) -> str:
+        """The claim's verdict ("SUPPORTED", ..., "INCONCLUSIVE"), or "OPEN" while undecided."""
+        return CODES.get(int(self.verdict[claim, rep]), "OPEN")
+
+    def reason_of(self, claim: int, rep: int = 0) -> str:
+        """Why the claim stopped: "decided", "seeds" or the reason given to ``finish``; "" while open."""
+        return str(self.reason[claim, rep])
+
+    def stop_look_of(self, comparison: int, rep: int = 0) -> int:
+        """The look at which ``comparison`` stopped (-1 while open)."""
+        return int(self.stop_look[comparison, rep])
+
+    def history_of(self, comparison: int) -> tuple:
+        """The seed counts of the looks at which ``comparison`` was analysed."""
+        return tuple(self.history[comparison])
+
+    def comparisons_of(self, claim: int) -> list[int]:
+        return list(self.of_claim[claim])
+
+    def can_be_negligible(self, claim: int) -> bool:
+        """Whether the claim is in the NEGLIGIBLE family (one of its comparisons has a negligible margin)."""
+        return any(self.specs[j].negligible > 0 for j in self.of_claim[claim])
 
     @property
     def done(self) -> bool:
