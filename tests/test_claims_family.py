@@ -199,3 +199,37 @@ def test_dry_run_prints_each_papers_family(capsys):
     line = shares_line(family_of(empirical.paper("fedbat")).describe())
     assert line in out and line.startswith("error family: each kind of wrong verdict at most 0.05 per paper, ")
 
+
+def test_a_family_changed_after_a_run_is_refused(tmp_path, monkeypatch):
+    """The split is declared before any run: a replication whose paper's family is not the one its first stage
+    recorded is refused, and so is a run that would replace a report judged under another family (unless
+    --replace); an unchanged family gets to work."""
+    from benchmark import tuning
+    from theory.empirical import own
+
+    class Started(Exception):
+        pass
+
+    def spy(*a, **k):
+        raise Started
+
+    monkeypatch.setattr(tuning, "tune_all", spy)
+    monkeypatch.setattr(erun, "code_version", lambda: {"package": "9.9.9", "git_commit": None, "git_dirty": False})
+    monkeypatch.setitem(own.MODULES, "toy", toy_paper())
+    first = tmp_path / "claims" / "9.9.9"
+    first.mkdir(parents=True)
+    recorded = {"meta": {"looks": None}, "method": {"families": [family_of(toy_paper()).describe()]}}
+    (first / "report.json").write_text(json.dumps(recorded))
+    with pytest.raises(Started):
+        erun.run_claims("toy", scale="replication", results_root=tmp_path)
+    monkeypatch.setitem(own.MODULES, "toy", toy_paper({"cpu": 0.8, "cpu2": 0.1, "cpu-rep": 0.1}))
+    with pytest.raises(ValueError, match=r"toy: its error family is not the one its first stage \(the 9.9.9 report\) "
+                                         r"was judged with \(0.0167 at cpu, .* then, 0.04 at cpu, .* now\)"):
+        erun.run_claims("toy", scale="replication", results_root=tmp_path)
+    mine = erun.report_folder(tmp_path, "cpu", "toy")
+    mine.mkdir(parents=True)
+    (mine / "report.json").write_text(json.dumps(recorded))
+    with pytest.raises(ValueError, match="or give --replace to replace that report"):
+        erun.run_claims("toy", results_root=tmp_path)
+    with pytest.raises(Started):
+        erun.run_claims("toy", results_root=tmp_path, replace=True)

@@ -10,13 +10,27 @@ from . import args
 from .errors import resume_hint
 
 
-def _looks(text: str | None) -> tuple | None:
-    if not text:
+def _looks(a) -> tuple | None:
+    """``--looks`` checked before any work: whole numbers, strictly increasing, at least 2
+    (``sequential.check_looks``, the check every design goes through), and only where they are used."""
+    from theory.empirical.run import design_looks
+    from theory.stats.sequential import check_looks
+
+    if a.looks is None:
         return None
+    parts = [v.strip() for v in a.looks.split(",")]
     try:
-        return tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise ValueError(f"--looks expects increasing seed counts such as 5,10,20,40, got {text!r}") from None
+        looks = check_looks([int(v) for v in parts], "--looks")
+    except ValueError as e:
+        if any(not v.lstrip("-").isdigit() for v in parts):
+            raise ValueError(f"--looks must be whole numbers of paired seeds separated by commas, e.g. 5,10,20,40; "
+                             f"got {a.looks!r}") from None
+        raise e from None
+    for flag, what in ((a.rerender, "--rerender rewrites a report as it was judged"),
+                       (a.tuning_noise, "--tuning-noise runs tuning cells only, no looks")):
+        if flag:
+            raise ValueError(f"{what}; --looks does not apply there: drop --looks")
+    return design_looks("quick" if a.quick else a.scale, looks)
 
 
 def show_plan(a) -> int:
@@ -25,7 +39,7 @@ def show_plan(a) -> int:
     from theory.empirical.run import plan_claims
     from theory.empirical.scale import plan_lines
 
-    plan = plan_claims(a.paper, a.scale)
+    plan = plan_claims(a.paper, a.scale, _looks(a))
     if a.json:
         print(json.dumps(plan, indent=1, default=str))
         return 0
@@ -129,6 +143,7 @@ def tuning_noise(a) -> int:
 def cmd_claims(a) -> int:
     from theory.empirical.report import key_number
 
+    looks = _looks(a)  # before anything runs
     if a.claims:
         own_claims(a)
     if a.tuning_scales and not a.tuning_noise:
@@ -145,8 +160,8 @@ def cmd_claims(a) -> int:
     resume_hint(a, "finished cells are kept; run the same command again to resume (the finished looks replay "
                    "from their records)")
     out = run_claims(a.paper, scale, args.results_root(a), a.out, a.backend, a.jobs, progress=not a.no_progress,
-                     run_missing=not a.no_run, looks=_looks(a.looks), note=a.note or "",
-                     before=None if a.before == "none" else a.before)
+                     run_missing=not a.no_run, looks=looks, note=a.note or "",
+                     before=None if a.before == "none" else a.before, replace=a.replace)
     claims = [c for p in out["papers"] for c in p["claims"]]
     if a.json:
         print(json.dumps(out["papers"], indent=1, default=str))
@@ -193,8 +208,12 @@ def add_parser(sub) -> None:
                         "compute); replication: the claims a scale left INCONCLUSIVE, again on fresh seeds with "
                         "their own declared looks and budget, written to <folder>/replication; full: the paper "
                         "suites' cells (GPU), written to <folder>/full")
-    p.add_argument("--looks", help="replace the papers' looks, e.g. 5 (one fixed look of 5 paired seeds) or "
-                                   "5,10,20")
+    p.add_argument("--looks", help="replace the papers' looks (cumulative paired seeds, strictly increasing, at "
+                                   "least 2), e.g. 5 (one fixed look of 5 paired seeds) or 5,10,20; with --dry-run, "
+                                   "the plan of those looks; not with --quick, --scale replication or full")
+    p.add_argument("--replace", action="store_true",
+                   help="replace a written report of another design (other --looks) in the same folder; without "
+                        "it such a report is never replaced (give --out DIR to write beside it)")
     p.add_argument("--before", default="previous",
                    help="the claims report version whose spreads (sd of each comparison) are shown beside the new "
                         "ones: previous (default: the newest older version under the results root, else under the "

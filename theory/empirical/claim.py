@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from theory.stats.sequential import check_looks
+
 # the metrics live in ``metrics``; re-exported here for the callers of ``claim``
 from .metrics import (METRICS, bits_down_per_round, chance_level, final_accuracy,  # noqa: F401
                       mean_accuracy, tail_accuracy)
@@ -78,9 +80,7 @@ class Budget:
     reason: str
 
     def __post_init__(self):
-        looks = tuple(int(n) for n in self.looks)
-        if not looks or looks[0] < 2 or any(b <= a for a, b in zip(looks, looks[1:])):
-            raise ValueError(f"looks must be increasing seed counts of at least 2, got {self.looks}")
+        looks = check_looks(self.looks, "a Budget's looks")
         if not self.cpu_minutes > 0 or not self.reason:
             raise ValueError("a budget needs cpu_minutes > 0 and a reason")
         object.__setattr__(self, "looks", looks)

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from theory.stats.sequential import SKEW_ALLOWANCE, Design, seeds_to_reach
+from theory.stats.sequential import SKEW_ALLOWANCE, Design, check_looks, seeds_to_reach
 
 from . import paired
 from .claim import METRICS, Claim
@@ -49,7 +49,7 @@ class Judge:
     family level ``alpha`` (that unit's share of the paper's, ``family.alpha_at``; see the module docstring)."""
 
     def __init__(self, claims: list[Claim], looks: tuple, alpha: float = ALPHA, companions: dict | None = None):
-        self.claims, self.looks, self.alpha = list(claims), tuple(int(n) for n in looks), float(alpha)
+        self.claims, self.looks, self.alpha = list(claims), check_looks(looks), float(alpha)
         self.companions = dict(companions or {})  # {metric: another metric shown beside it, on the same seeds}
         self.runs: dict = {}  # per comparison: the (A runs, B runs) of its last look
         self.comps = [(i, comp) for i, c in enumerate(self.claims) for comp in c.comparisons]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from benchmark import runner, store, tuning
 from benchmark.experiment import code_version
+from theory.stats.sequential import check_looks
 
 from . import is_own
 from .claim import Budget
@@ -169,6 +170,46 @@ def _companions() -> dict:
     return dict(COMPANIONS)
 
 
+def design_looks(scale: str, looks) -> tuple | None:
+    """``looks`` that replace the declared ones, checked before any run (``sequential.check_looks``), or None (the
+    declared looks). Refused where a scale runs a design of its own: quick (one look of its seeds, a smoke test), a
+    replication (the looks it declared before its runs) and full (one look of the paper suites' seeds)."""
+    if looks is None:
+        return None
+    own = {"quick": "--quick is one look of a few seeds (a smoke test, never a verdict)",
+           "replication": "a replication runs the looks it declared before its runs",
+           "full": "--scale full judges one look of the paper suites' own seeds"}
+    if scale in own:
+        raise ValueError(f"{own[scale]}; --looks cannot replace them: drop --looks")
+    return check_looks(looks, "--looks")
+
+
+def refuse_another_design(folder, looks: tuple | None, replace: bool = False, mods=()) -> None:
+    """A claims report written in ``folder`` for another design (its looks: the declared ones or a ``--looks``; or
+    another error family of one of ``mods``, ``refuse_changed_family``) is not replaced silently: a ValueError
+    naming the flag that replaces it (``--replace``; ``replace=True`` in Python) and ``--out``. The same design
+    resumes and rewrites it, as always."""
+    import json
+
+    path = Path(folder) / "report.json"
+    if replace or not path.is_file():
+        return
+    try:
+        report = json.loads(path.read_text())
+        old = (report.get("meta") or {}).get("looks")
+    except (OSError, ValueError):
+        report, old = None, "unreadable"
+    new = list(looks) if looks else None
+    if old != new:
+        def design(lk):
+            return ("each scale's declared looks" if lk is None else "a report.json that cannot be read"
+                    if lk == "unreadable" else "--looks " + ",".join(map(str, lk)))
+        raise ValueError(f"{path} holds a report judged with {design(old)}; this run asks for {design(new)} and "
+                         "would replace it: give --replace to replace it (replace=True in Python), or --out DIR to "
+                         "write this one elsewhere")
+    refuse_changed_family(report, mods, str(path), "give --replace to replace that report, or --out DIR")
+
+
 def refuse_changed_family(report: dict | None, mods, what: str, way_out: str = "") -> None:
     """A paper's error family is fixed before any of its runs (``family.py``): a paper of ``mods`` whose family now
     (its scales and stages and their shares) is not the one recorded in ``report`` (``method.families``: a written
@@ -199,6 +240,7 @@ def run_paper(paper, scale="cpu", results_root="results", version: str | None = 
     ``spent_before``: CPU seconds the paper's other scales took (its budget is shared). The dict is
     ``report.py``'s paper entry."""
     t0 = time.perf_counter()
+    looks = design_looks(scale if isinstance(scale, str) else "replication" if scale.replicates else scale.name, looks)
     budget = paper.BUDGET
     if scale == "full":
         sc = paper.FULL
@@ -279,20 +321,23 @@ def _report_roots(results_root) -> list:
     return [Path(results_root)] + ([committed] if committed is not None and not same else [])
 
 
-def plan_claims(paper: str | None = None, scale: str = "cpu") -> list[dict]:
+def plan_claims(paper: str | None = None, scale: str = "cpu", looks: tuple | None = None) -> list[dict]:
     """The full report's plan without running anything: per paper, its budget, its error family
     (``family.Family.describe``) and, per CPU scale (or per replication, ``scale="replication"``), the claims it
-    runs, its looks and its cost plan at the measured costs (``CpuScale.cost_plan``)."""
+    runs, its looks (``looks`` where they replace the declared ones, checked by ``design_looks``) and its cost plan
+    at the measured costs (``CpuScale.cost_plan``, up to the last look's seeds)."""
     from . import papers as paper_modules
 
+    looks = design_looks(scale, looks)
     out = []
     for m in paper_modules(paper):
         scs = paper_scales(m, "replication" if scale == "replication" else "cpu")
         if not scs:
             continue
         scales = [{"scale": sc.name, "claims": [c.id for c in claims_at(sc, m.CLAIMS)],
-                   "looks": list(sc.looks or scale_looks(m.BUDGET.looks, sc.max_seeds)),
-                   "plan": sc.cost_plan(strict=not is_own(m.PAPER)), "seeds": [sc.seed_start, sc.seed_start + sc.max_seeds - 1]} for sc in scs]
+                   "looks": list(looks or sc.looks or scale_looks(m.BUDGET.looks, sc.max_seeds)),
+                   "plan": sc.cost_plan(max_seeds=looks[-1] if looks else None, strict=not is_own(m.PAPER)),
+                   "seeds": [sc.seed_start, sc.seed_start + (looks[-1] if looks else sc.max_seeds) - 1]} for sc in scs]
         budget = ({"looks": list(scs[0].looks), "cpu_minutes": sum(sc.cpu_minutes for sc in scs),
                    "reason": "the replications' own budgets"} if scale == "replication" else
                   {"looks": list(m.BUDGET.looks), "cpu_minutes": m.BUDGET.cpu_minutes, "reason": m.BUDGET.reason})
@@ -337,14 +382,19 @@ def _load() -> str:
 
 def run_claims(paper: str | None = None, scale: str = "cpu", results_root="results", out=None,
                backend: str = "local", jobs: int | None = None, progress: bool = True, run_missing: bool = True,
-               looks: tuple | None = None, note: str = "", before: str | None = "previous") -> dict:
+               looks: tuple | None = None, note: str = "", before: str | None = "previous",
+               replace: bool = False) -> dict:
     """Run (or resume) every paper's claims, or ``paper``'s, and write the report (``report.write_report``).
     ``before``: the claims report version whose spreads are shown beside the new ones ("previous": the newest
     older version under the results root, else under the committed results; a version: the committed one, else
-    the results root's; None: none). A replication whose paper's error family is not the one its first stage
-    recorded is refused (``refuse_changed_family``). Returns {"papers": [...], "paths": {...}}."""
+    the results root's; None: none). ``looks`` (replacing the declared ones) are checked, and a report of another
+    design in the target folder refused unless ``replace``, before any run (``design_looks``,
+    ``refuse_another_design``). Returns {"papers": [...], "paths": {...}}."""
     from . import papers as paper_modules
     from .report import write_report
+
+    looks = design_looks(scale, looks)
+    refuse_another_design(report_folder(results_root, scale, paper, out), looks, replace, paper_modules(paper))
 
     if scale == "replication" and before == "previous":  # beside a replication: the first stage it repeats
         before = code_version()["package"]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from benchmark.experiment import Experiment
 from benchmark.tuning import TuningPlan
+from theory.stats.sequential import check_looks
 
 from .claim import Arm
 from .metrics import METRICS, STANDS_FOR, check_tail
@@ -77,6 +78,8 @@ class CpuScale:
     cpu_minutes: float = 0.0
 
     def __post_init__(self):
+        if self.looks:
+            object.__setattr__(self, "looks", check_looks(self.looks, f"scale {self.name}: looks"))
         if self.replicates and not (self.looks and self.cpu_minutes > 0 and self.seed_start > 0):
             raise ValueError(f"scale {self.name}: a replication declares its looks, its CPU minutes and fresh seeds "
                              "(seed_start > 0) before it runs")

@@ -46,6 +46,11 @@ The critical value c_k(l) is built in three steps:
    is paid for skewness that is not there) and skewed ones up to |skewness| 2 (centred exponential and
    lognormal with sigma 0.55, both signs); skewness beyond 2 is outside what is calibrated.
 
+Looks are checked in one place, ``check_looks``: cumulative paired seed counts, whole numbers, strictly
+increasing, the first at least 2. ``Design``, a paper's (or a claims file's) ``Budget``, a replication's declared
+looks, ``fedrepro claims --looks`` and the Python API (``run_claims(looks=...)``) all check through it, before
+any run.
+
 Why a group-sequential design and not an anytime-valid confidence sequence: the looks are few and declared
 (4 looks of 5 to 40 seeds), and confidence sequences valid at every single seed pay for continuous
 monitoring (several times wider at 5-40 seeds); those valid for unknown variance (Lai 1976; Wang and Ramdas
@@ -146,6 +151,36 @@ def allowance(q, n, skew: float = SKEW_ALLOWANCE):
     return q + skew / (6.0 * np.sqrt(n)) * (2.0 * q * q + 1.0)
 
 
+def check_looks(looks, what: str = "looks") -> tuple:
+    """``looks`` as a tuple of ints when they are a design's looks (cumulative paired seed counts: whole numbers,
+    strictly increasing, the first at least 2, since a spread needs two seeds), else a ValueError of one line that
+    names ``what`` (e.g. "--looks") and shows an example. The one check of a design's looks (module docstring)."""
+    try:
+        vals = tuple(looks)
+    except TypeError:
+        vals = (looks,)
+    shown = ",".join(str(v) for v in vals)
+    example = "e.g. 5,10,20,40 (cumulative paired seeds per comparison)"
+    if not vals:
+        raise ValueError(f"{what} must name at least one look, {example}")
+    if not all(_whole(v) for v in vals):
+        raise ValueError(f"{what} must be whole numbers, {example}; got {shown}")
+    out = tuple(int(v) for v in vals)
+    if out[0] < 2:
+        raise ValueError(f"{what} must be at least 2 seeds each (a spread needs two), {example}; got {shown}")
+    if any(b <= a for a, b in zip(out, out[1:])):
+        raise ValueError(f"{what} must be strictly increasing, {example}; got {shown}")
+    return out
+
+
+def _whole(v) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, (int, np.integer)):
+        return True
+    return isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer()
+
+
 @dataclass(frozen=True)
 class Design:
     """A group-sequential design: the declared ``looks`` (cumulative seed counts), the spending function and
@@ -157,10 +192,7 @@ class Design:
     skew: float = SKEW_ALLOWANCE
 
     def __post_init__(self):
-        looks = tuple(int(n) for n in self.looks)
-        object.__setattr__(self, "looks", looks)
-        if not looks or looks[0] < 2 or any(b <= a for a, b in zip(looks, looks[1:])):
-            raise ValueError(f"looks must be increasing seed counts of at least 2, got {self.looks}")
+        object.__setattr__(self, "looks", check_looks(self.looks))
         if self.spending not in SPENDING:
             raise ValueError(f"spending must be one of {SPENDING}, got {self.spending!r}")
         if self.skew < 0:
