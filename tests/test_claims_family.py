@@ -233,3 +233,18 @@ def test_a_family_changed_after_a_run_is_refused(tmp_path, monkeypatch):
         erun.run_claims("toy", results_root=tmp_path)
     with pytest.raises(Started):
         erun.run_claims("toy", results_root=tmp_path, replace=True)
+
+
+def test_a_bad_split_is_refused_before_any_run(tmp_path, monkeypatch):
+    from benchmark import tuning
+    from theory.empirical import own
+
+    def spy(*a, **k):
+        raise AssertionError("work started")
+
+    monkeypatch.setattr(tuning, "tune_all", spy)
+    monkeypatch.setitem(own.MODULES, "toy", toy_paper({"cpu": 0.5}))
+    with pytest.raises(ValueError, match="toy: ALPHA_SPLIT must give a weight to each of its scales and stages"):
+        erun.run_claims("toy", results_root=tmp_path)
+    with pytest.raises(ValueError, match="missing: cpu-rep, cpu2"):
+        erun.run_paper(own.MODULES["toy"], own.MODULES["toy"].CPU, results_root=tmp_path, progress=False)

@@ -91,6 +91,7 @@ def run_cpu(paper, scale: CpuScale, claims: list, folder: Path, looks: tuple, se
     """Tune, then run and judge the looks of ``claims`` (see the module docstring) while the cells take less than
     ``cpu_seconds``; returns the judge, the tuning summary and the cell counts (with "cell_seconds").
     ``run_missing=False``: judge the recorded runs only, raising ``UnderWay`` where a look's runs are missing."""
+    alpha = alpha_at(paper, scale.name)  # the paper's family is checked before any run
     pairs = needed(claims)
     bases = {(s, a): scale.base(s, paper.ARMS[a]) for s, a in pairs}
     plans = {(s, a): scale.plan(a) for s, a in pairs}
@@ -100,7 +101,7 @@ def run_cpu(paper, scale: CpuScale, claims: list, folder: Path, looks: tuple, se
                                      desc=f"{paper.PAPER}: tuning")
     tuned = dict(zip(pairs, recs_t))
     planned = [e for k in pairs for _, _, e in tuning.tuning_cells(bases[k], plans[k])]
-    judge, prev = Judge(claims, looks, alpha=alpha_at(paper, scale.name), companions=_companions()), 0
+    judge, prev = Judge(claims, looks, alpha=alpha, companions=_companions()), 0
 
     def finals(keys, chunk):
         return [e for k in keys for e in tuning.final_cells(bases[k], tuned[k]["choice"], plans[k], chunk)]
@@ -394,6 +395,8 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     from .report import write_report
 
     looks = design_looks(scale, looks)
+    for m in paper_modules(paper):
+        family_of(m)  # a bad ALPHA_SPLIT is refused before any run
     refuse_another_design(report_folder(results_root, scale, paper, out), looks, replace, paper_modules(paper))
 
     if scale == "replication" and before == "previous":  # beside a replication: the first stage it repeats
