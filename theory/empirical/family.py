@@ -177,9 +177,9 @@ def shares_line(fam: dict) -> str:
 
 
 def statement(families: list[dict], looks_used: dict | None = None) -> str:
-    """The report's paragraph on its error rates, from the families of its papers (``Family.describe`` as
-    recorded): one sentence on the intervals (spending, allowance), then ``paper_statement`` per paper.
-    ``looks_used``: {paper: {scale: looks}}."""
+    """The report's statement of its error rates (markdown), from the families of its papers (``Family.describe``
+    as recorded): one sentence on the intervals (spending, allowance), then a list of ``paper_statement`` per
+    paper. ``looks_used``: {paper: {scale: looks}}."""
     if not families:
         return ""
     first = families[0]
@@ -189,7 +189,8 @@ def statement(families: list[dict], looks_used: dict | None = None) -> str:
             f"{first['skew']:g}, at each scale's looks (a claim may stop at fewer seeds), so that each kind "
             "of wrong verdict keeps its rate under this optional stopping (calibrated for every declared look "
             "design in tests/test_empirical_calibration.py).")
-    return " ".join([head] + [paper_statement(f, (looks_used or {}).get(f["paper"])) for f in families])
+    return "\n\n".join([head, "\n".join(f"- {paper_statement(f, (looks_used or {}).get(f['paper']))}"
+                                         for f in families)])
 
 
 def before_families(report: dict, paper: str, scales: list[str]) -> str:
