@@ -44,7 +44,9 @@ The critical value c_k(l) is built in three steps:
    The calibration tests (tests/test_empirical_calibration.py) simulate every look design a claim declares,
    through the tracker that decides the verdicts, for Gaussian differences (far under nominal: the allowance
    is paid for skewness that is not there) and skewed ones up to |skewness| 2 (centred exponential and
-   lognormal with sigma 0.55, both signs); skewness beyond 2 is outside what is calibrated.
+   lognormal with sigma 0.55, both signs); skewness beyond 2 is outside what is calibrated. The price, for
+   Gaussian differences with a true effect of one standard deviation under looks 5, 10, 20, 40: 23.8 seeds on
+   average (g = 3: 22.7; no allowance: 12.5; 20,000 simulated papers).
 
 Looks are checked in one place, ``check_looks``: cumulative paired seed counts, whole numbers, strictly
 increasing, the first at least 2. ``Design``, a paper's (or a claims file's) ``Budget``, a replication's declared
