@@ -37,7 +37,7 @@ from theory.stats.sequential import Design
 from . import paired
 from .scale import paper_scales
 
-FIRST, REPLICATION = "first stage", "replication"
+FIRST, REPLICATION, FULL = "first stage", "replication", "the paper suites' cells"
 KINDS = "SUPPORTED, CONTRADICTED, NEGLIGIBLE"
 
 
@@ -101,11 +101,13 @@ def family_of(mod, alpha: float | None = None) -> Family:
     units = [(sc.name, FIRST, scale_looks(mod.BUDGET.looks, sc.max_seeds)) for sc in paper_scales(mod, "cpu")]
     units += [(sc.name, REPLICATION, tuple(sc.looks)) for sc in paper_scales(mod, "replication")]
     names = [n for n, _, _ in units]
-    if len(set(names)) < len(names):
+    if len(set(names)) < len(names) or "full" in names:
         raise ValueError(f"{mod.PAPER}: two scales share a name ({', '.join(names)}); each scale and stage is a unit "
-                         "of the paper's error family and needs its own")
+                         "of the paper's error family and needs its own (\"full\" is the paper suites' scale)")
     declared = getattr(mod, "ALPHA_SPLIT", None)
     weights = split_weights(mod.PAPER, names, declared)
+    if "full" in weights:  # the paper suites' cells, one look of their seeds (run.run_full)
+        units.append(("full", FULL, ()))
     return Family(mod.PAPER, alpha, tuple(Unit(n, st, weights[n], tuple(lk)) for n, st, lk in units),
                   "declared" if declared else "equal")
 
@@ -148,6 +150,8 @@ def _looks(looks) -> str:
 
 def _unit(u: dict, used: dict) -> str:
     lk = used.get(u["scale"]) or u["looks"]
+    if not lk:
+        return f"{u['scale']} ({u['stage']}, one look of their seeds)"
     note = "" if list(lk) == list(u["looks"]) else f" by --looks instead of the declared {_looks(u['looks'])}"
     return f"{u['scale']} ({u['stage']}, looks {_looks(lk)}{note})"
 
