@@ -52,6 +52,8 @@ def test_a_papers_family_is_its_scales_and_stages_in_equal_shares_or_as_declared
         ("cpu", "first stage", (5, 10)), ("cpu2", "first stage", (5,)), ("cpu-rep", "replication", (5, 10, 20))]
     assert [fam.alpha_at(s) for s in ("cpu", "cpu2", "cpu-rep")] == pytest.approx([0.05 / 3] * 3)
     assert fam.alpha_at("quick") == fam.alpha_at("cpu") and fam.alpha_at("full") == 0.05  # outside: said so
+    with pytest.raises(ValueError, match="scale 'cpu8' is none of the paper's declared scales and stages"):
+        fam.alpha_at("cpu8")
     fam = family_of(toy_paper({"cpu": 0.5, "cpu2": 0.25, "cpu-rep": 0.25}))
     assert fam.split == "declared" and fam.alpha_at("cpu") == 0.025 and fam.alpha_at("cpu-rep") == 0.0125
     fam = family_of(toy_paper({"cpu": 0.4, "cpu2": 0.2, "cpu-rep": 0.2, "full": 0.2}))

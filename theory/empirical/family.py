@@ -67,8 +67,13 @@ class Family:
 
     def alpha_at(self, scale: str) -> float:
         """The family level of the claims judged at ``scale``: its unit's share of alpha; the quick scale gets the
-        first unit's (it runs that scale's path), a scale outside the family (the full scale) the whole alpha."""
+        first unit's (it runs that scale's path), the full scale without a share the whole alpha (a family of its
+        own, stated); any other scale is refused (judged outside the family, it would break the paper's rate)."""
         u = self.units[0] if scale == "quick" else self.unit(scale)
+        if u is None and scale != "full":
+            raise ValueError(f"{self.paper}: scale {scale!r} is none of the paper's declared scales and stages "
+                             f"({', '.join(x.scale for x in self.units)}); declare it in SCALES or REPLICATIONS so "
+                             "that it gets its share of the paper's error rate")
         return self.alpha if u is None else self.alpha * u.share
 
     def describe(self, designs=()) -> dict:
