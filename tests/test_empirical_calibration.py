@@ -124,7 +124,7 @@ def test_each_wrong_verdict_at_most_its_level_under_optional_stopping(name, spec
 
 def declared_units() -> list[tuple]:
     """(paper module, family, unit, the claims judged there) for every CPU scale and stage the papers declare (a
-    full scale given a share, ``ALPHA_SPLIT``, is simulated by ``test_the_full_scales_single_looks_hold_their_level``)."""
+    full scale given a share by ``ALPHA_SPLIT`` is simulated by the full scales' test)."""
     out = []
     for name in empirical.PAPERS:
         mod = empirical.paper(name)
@@ -138,7 +138,7 @@ def declared_designs() -> dict:
     """{looks: [where declared]}: the design of every claim at every declared scale and stage, as the judge builds
     it (``claim_looks``: the unit's looks up to the claim's max_seeds)."""
     out = {}
-    for mod, _, u, claims in declared_units():
+    for _, _, u, claims in declared_units():
         for c in claims:
             out.setdefault(claim_looks(c, u.looks), []).append(f"{c.id} at {u.scale}")
     return out

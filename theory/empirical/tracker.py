@@ -6,10 +6,11 @@ share of the paper's alpha is the ``alpha`` given here) are one family for each 
 CONTRADICTED, NEGLIGIBLE; the last only over the claims that have a negligible margin): Holm's step-down procedure
 on each claim's repeated p-values keeps the probability of any wrong SUPPORTED verdict among them at ``alpha``, and
 likewise for CONTRADICTED and for NEGLIGIBLE, whatever the looks at which the claims stop (repeated p-values are
-valid under any stopping rule, and Holm needs nothing else; Maurer and Bretz 2013). Holm with K claims tests at alpha / (K - m) once m claims of that family are rejected, so a
-claim's p-value is only compared with the K levels alpha / K, ..., alpha: the tracker keeps, per comparison,
-whether its repeated confidence interval has crossed at each of those levels (cumulatively over looks, which
-is what "repeated p-value <= level" means) and never needs the p-values themselves.
+valid under any stopping rule, and Holm needs nothing else; Maurer and Bretz 2013). Holm with K claims tests at
+alpha / (K - m) once m claims of that family are rejected, so a claim's p-value is only compared with the K levels
+alpha / K, ..., alpha: the tracker keeps, per comparison, whether its repeated confidence interval has crossed
+at each of those levels (cumulatively over looks, which is what "repeated p-value <= level" means) and never needs
+the p-values themselves.
 
 Per comparison (mean difference mu of the per-seed values, boundary b, negligible margin delta), at level l:
 
@@ -90,7 +91,8 @@ class Tracker:
         holm = self.alpha / (k - np.arange(k))
         holm_neg = self.alpha / np.maximum(k_neg - np.arange(k), 1)
         ncomp = np.array([len(self.of_claim[s.claim]) for s in self.specs], dtype=float)
-        self._levels = np.stack([np.tile(holm, (j, 1)), holm[None, :] / ncomp[:, None], holm_neg[None, :] / ncomp[:, None]])
+        self._levels = np.stack([np.tile(holm, (j, 1)), holm[None, :] / ncomp[:, None],
+                                 holm_neg[None, :] / ncomp[:, None]])
         self._crossed = np.zeros((3, j, k, r), dtype=bool)
         self.open = np.ones((j, r), dtype=bool)
         self.history = [() for _ in range(j)]
