@@ -3,7 +3,8 @@ and buys, tested the way fedrepro tests the papers' claims.
 
     fedrepro claims --plugin examples/my_fedavg_variant.py --claims examples/my_claims.py
 
-Every arm gets the same tuning budget (3 learning rates) on a validation split of the training data; then paired
+Every arm is tuned by the papers' rule (3 learning rates on a validation split of the training data, the mean over
+3 tuning seeds, the grid extended by x3 while a choice lies at its end); then paired
 seeds are added in looks of 5, 10 and 20 until each claim is SUPPORTED, CONTRADICTED or NEGLIGIBLE, with the error
 rates of ``theory.empirical.tracker`` under that stopping (Holm over this file's claims). Everything below is fixed
 before any run: change a margin after seeing a result and the error control no longer holds. The report goes to

@@ -93,7 +93,11 @@ def test_the_runner_runs_each_unit_at_the_looks_and_level_of_its_family(name, mo
     fam = family_of(mod)
     for stage in ("cpu", "replication"):
         for sc in erun.scales_of(mod, stage):
-            out = erun.run_paper(mod, sc, results_root=tmp_path, progress=False)
+            # a replication declared for what its first stage leaves open reads that stage's report: here every
+            # claim of the replicated scale is left INCONCLUSIVE
+            first = {"claims": [{"id": c.id, "scale": sc.replicates, "verdict": "INCONCLUSIVE"}
+                                for c in mod.CLAIMS]} if sc.replicates else None
+            out = erun.run_paper(mod, sc, results_root=tmp_path, progress=False, first=first)
             assert out["family"]["units"] == fam.describe()["units"]
             assert out["family"]["judged_alpha"] == fam.alpha_at(sc.name)
     assert seen == {u.scale: u.looks for u in fam.units}
@@ -130,7 +134,7 @@ def test_the_sentence_says_what_a_single_unit_and_a_looks_override_are():
     fam = family_of(types.SimpleNamespace(**{**vars(toy_paper()), "SCALES": (toy_paper().CPU,),
                                              "REPLICATIONS": ()})).describe()
     text = paper_statement(fam)
-    assert "judged at one scale and stage, cpu (first stage, looks 5, 10), with Holm's procedure" in text
+    assert "judged at one scale and stage: 0.05 at cpu (first stage, looks 5, 10), with Holm's procedure" in text
     assert "The full scale (the paper suites' cells), where judged, is a family of its own at 0.05." in text
     assert "looks 5 by --looks instead of the declared 5, 10" in paper_statement(fam, {"cpu": [5]})
     assert "skewness allowance g = 3.4" in statement([fam]) and "Pocock-type" in statement([fam])

@@ -1,7 +1,7 @@
 """The scales of the empirical claims (theory/empirical/scale.py, the papers' SCALES) and the metrics they declare
 (theory/empirical/metrics.py): a scale named "paper" is the paper suite's own setting but for the reductions it
 lists, a second scale has at least 4x the work of the first, the tail metric is what it says, the cost plans fit
-the report's 8 hours, and quick mode stays a smoke test."""
+the protocol's 40 CPU-hours, and quick mode stays a smoke test."""
 import dataclasses
 import math
 
@@ -14,7 +14,7 @@ from theory.empirical import metrics
 from theory.empirical import run as erun
 from theory.empirical.scale import CpuScale, arm_matches, paper_scales
 
-REPORT_HOURS = 8.0  # the full report's budget on this 2-core CPU (issue 22)
+REPORT_CPU_MINUTES = 40 * 60  # the whole 0.4.0 protocol's budget (issue 43)
 # fields a "paper" scale may differ in from the paper suite's cell without a stated reduction: the protocol
 # (seed, evaluation cadence, how it runs) and the hyperparameters it tunes (the learning rate, or the grid's keys
 # at a learning rate of the paper's grid; the suite fixes the lr the paper does not report)
@@ -67,17 +67,21 @@ def test_scales_cover_their_claims_and_declare_their_cost(name):
         assert {a for _, a in pairs} == set(sc.grids), "the grids (and so the cost plan) are exactly the arms run"
         assert {s for s, _ in pairs} == set(sc.settings)
         assert sc.why and sc.reductions and sc.kept and set(sc.cost) == set(sc.grids)
-        plan = sc.cost_plan()
-        assert plan["runs"] == sum((sc.plan(a).size * len(sc.tune_seeds) + sc.max_seeds) for _, a in pairs)
+        plan = sc.cost_plan(erun.arms_of(claims))
+        # at the worst: every extension value taken on every tuning seed (none where the setting is fixed)
+        assert plan["runs"] == sum((0 if s in sc.fixed else sc.plan(a).most_points * len(sc.tune_seeds))
+                                   + sc.max_seeds for s, a in pairs)
         for c in claims:  # a claim measured by a stand-in metric keeps its own beside it
             assert c.metric in metrics.METRICS
             if c.metric != next(x for x in mod.CLAIMS if x.id == c.id).metric:
                 assert metrics.COMPANIONS[c.metric] and "Measured here" in c.statement
 
 
-def test_the_full_report_plan_fits_eight_hours():
-    total = sum(sc.cost_plan()["cpu_minutes"] for n in empirical.PAPERS for sc in paper_scales(empirical.paper(n)))
-    assert total / 60 / 2 <= REPORT_HOURS, f"{total / 60 / 2:.1f} h planned on 2 cores"
+def test_the_full_report_plan_fits_forty_cpu_hours():
+    """Issue 43: the first stage of every paper at the worst (tests/test_claims_protocol.py adds the replications)."""
+    total = sum(sc.cost_plan(erun.arms_of(erun.claims_at(sc, empirical.paper(n).CLAIMS)))["cpu_minutes"]
+                for n in empirical.PAPERS for sc in paper_scales(empirical.paper(n)))
+    assert total <= REPORT_CPU_MINUTES, f"{total:.0f} CPU-min planned"
 
 
 @pytest.mark.parametrize("name", [n for n in empirical.PAPERS
@@ -89,11 +93,15 @@ def test_a_paper_scale_is_the_paper_suite_setting_but_for_its_stated_reductions(
     stated = {r.what for r in sc.reductions}
     for setting, a in erun.needed(sc.claims_here(mod.CLAIMS)):
         ours = sc.base(setting, mod.ARMS[a]).config()
+        # an arm the suite does not hold (GradMA as its code runs it) is the suite's algorithm with its declared args
+        arm = mod.ARMS[a]
+        held = any(arm_matches(arm, c.experiment.config()) for c in suite.cells)
+        match = arm if held else dataclasses.replace(arm, args={})
         cells = [c.experiment.config() for c in suite.cells
                  if runner._matches(mod.FULL.settings[setting], c.experiment.config())
-                 and arm_matches(mod.ARMS[a], c.experiment.config())]
+                 and arm_matches(match, c.experiment.config())]
         assert cells, (setting, a)
-        theirs, tuned = cells[0], set(sc.grids[a])
+        theirs, tuned = cells[0], set(sc.grids[a]) | (set() if held else set(arm.args))
         differ = {k for k in set(ours) | set(theirs) if k not in PROTOCOL | tuned | {"algorithm_args"}
                   and ours.get(k) != theirs.get(k)}
         args = {k for k in set(ours["algorithm_args"]) | set(theirs["algorithm_args"]) if k not in tuned

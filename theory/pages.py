@@ -123,6 +123,15 @@ def stop_reason(c: dict) -> str:
     return why + (f"; closest: {closest['text']}" if closest and closest.get("text") else "")
 
 
+def _which(sc) -> str:
+    """The claims a declared replication repeats: named, or (declared before its first stage ran) those that stage
+    leaves INCONCLUSIVE."""
+    if getattr(sc, "inconclusive_only", False):
+        return ("those of " + (", ".join(sc.only) if sc.only else "its claims")
+                + " that the first stage leaves INCONCLUSIVE (tuned again)")
+    return ", ".join(sc.only)
+
+
 def replication_section(paper: str, replication: tuple | None) -> list[str]:
     """The undecided claims repeated on fresh seeds: their verdicts beside the first stage's, or what is declared
     and not run yet."""
@@ -142,7 +151,7 @@ def replication_section(paper: str, replication: tuple | None) -> list[str]:
                f"`fedrepro claims --scale replication --paper {paper}` resumes it.", ""]
     if not rep and not busy:
         return md + ["Declared and not run yet: " + "; ".join(
-            f"{', '.join(sc.only)} at the {sc.replicates} scale, seeds {sc.seed_start}-{sc.seed_start + sc.max_seeds - 1}"
+            f"{_which(sc)} at the {sc.replicates} scale, seeds {sc.seed_start}-{sc.seed_start + sc.max_seeds - 1}"
             f" in looks {', '.join(map(str, sc.looks))}, {sc.cpu_minutes:g} CPU-min" for sc in declared)
             + f" (`fedrepro claims --scale replication --paper {paper}`).", ""]
     if not rep:

@@ -49,12 +49,19 @@ def show_plan(a) -> int:
         print(f"  {shares_line(p['family'])}")
         for sc in p["scales"]:
             seeds = f"seeds {sc['seeds'][0]}-{sc['seeds'][1]}, " if a.scale == "replication" else ""
-            print(f"  scale {sc['scale']}: {seeds}looks {sc['looks']}, claims {', '.join(sc['claims'])}")
+            which = "those the first stage leaves INCONCLUSIVE among " if sc.get("inconclusive_only") else ""
+            print(f"  scale {sc['scale']}: {seeds}looks {sc['looks']}, claims {which}{', '.join(sc['claims'])}")
             print("\n".join(f"    {line}" for line in plan_lines(sc["plan"])))
     total = sum(p["cpu_minutes"] for p in plan)
     print(f"planned: {total:.0f} CPU-min at the measured costs, about {total / 60 / 2:.1f} h on 2 cores with "
           f"--backend process --jobs 2 (budgets: {sum(p['budget']['cpu_minutes'] for p in plan):g} CPU-min); the "
           f"looks stop early where a claim is decided")
+    if a.scale == "cpu" and not a.paper:
+        whole = plan + plan_claims(None, "replication")
+        print(f"the whole protocol (first stage + the replications declared for what it leaves INCONCLUSIVE): "
+              f"{sum(p['cpu_minutes'] for p in whole):.0f} CPU-min planned at the worst, budgets "
+              f"{sum(p['budget']['cpu_minutes'] for p in whole):g} CPU-min (--scale replication --dry-run: the "
+              "replications); at today's costs per run, as 0.3.0's records measured them (faster runs lower it)")
     return 0
 
 
@@ -109,6 +116,7 @@ def tuning_noise(a) -> int:
         raise ValueError("--tuning-noise measures the tuning of the CPU scales (the default --scale cpu); not with "
                          "--quick, --rerender or another --scale")
     own = bool(a.paper) and is_own(a.paper)
+    tn.check_seeds(a.tuning_noise)
     pairs = tn.scales(papers(a.paper), a.tuning_scales)
     root, version = args.results_root(a), code_version()["package"]
     page_dir = report_folder(root, "cpu", a.paper, a.out)

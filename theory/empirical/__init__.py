@@ -9,8 +9,11 @@ contradict (DESIGN.md, "Empirical claims"); ``fedrepro claims`` runs them and wr
   report's view; ``family``: one error family per paper, its alpha split in advance over its scales and stages,
   and the sentences that state it; ``fields``: one spelling per report field (older names mapped).
 * ``scale``: the CPU scale (the paper's regime, reduced and stated) and the full scale (the paper suites).
-* ``run``: tuning and the looks of final seeds through the benchmark's runner (resumable), then the verdicts.
-* ``report``: the claims report (markdown, report.json, one plot per claim).
+* ``run``: tuning (every arm by ``benchmark.tuning``'s rule, scored by its claims' own metric) and the looks of
+  final seeds through the benchmark's runner (resumable), then the verdicts.
+* ``report``: the claims report (markdown, report.json, one plot per claim); ``report_protocol``: its 0.4.0
+  tuning tables (every point's spread over the tuning seeds, the extension, the edges) and each claim's declared
+  metric reasoning, the metrics beside it and the strongest objection.
 * one module per paper (``fedbat``, ``gradma``, ``lfl``, ``fedswa``, ``bherd``): its ``CLAIMS``, ``ARMS``,
   ``BUDGET``, ``CPU`` and ``FULL`` scales, and nothing else.
 * ``own``: a claims file of the user's, declared like a paper module (``fedrepro claims --claims FILE``).

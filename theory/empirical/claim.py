@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from theory.stats.sequential import check_looks
 
 # the metrics live in ``metrics``; re-exported here for the callers of ``claim``
-from .metrics import (METRICS, bits_down_per_round, chance_level, final_accuracy,  # noqa: F401
-                      mean_accuracy, tail_accuracy)
+from .metrics import (METRICS, best_accuracy, bits_down_per_round, chance_level,  # noqa: F401
+                      early_accuracy, final_accuracy, mean_accuracy, tail_accuracy)
 
 SUPPORTED, CONTRADICTED, NEGLIGIBLE, INCONCLUSIVE = "SUPPORTED", "CONTRADICTED", "NEGLIGIBLE", "INCONCLUSIVE"
 VERDICTS = (SUPPORTED, CONTRADICTED, NEGLIGIBLE, INCONCLUSIVE)
@@ -136,7 +136,13 @@ class Comparison:
 class Claim:
     """A paper's empirical claim as a testable statement (see the module docstring). ``margin``: its smallest
     effect that matters (required unless every comparison is a ratio); ``max_seeds``: a lower seed maximum
-    than its paper's budget."""
+    than its paper's budget.
+
+    Declared with it, and rendered in the report (claims 0.4.0): ``paper_metric``, what the paper itself reports
+    for the claim (its headline metric, in words); ``beside``, metrics shown beside the deciding one on the same
+    paired seeds (the paper's own headline metric where it has one, e.g. GradMA's top test accuracy), never
+    deciding; ``metric_reason``, why the deciding metric can show the claimed effect; ``objection``, the strongest
+    objection an author could raise against the test and what the protocol does about it."""
 
     id: str  # "<paper>.<source>.<name>"
     paper: str
@@ -147,10 +153,18 @@ class Claim:
     comparisons: tuple
     margin: Margin | None = None
     max_seeds: int | None = None
+    paper_metric: str = ""
+    beside: tuple = ()
+    metric_reason: str = ""
+    objection: str = ""
 
     def __post_init__(self):
         if self.metric not in METRICS:
             raise ValueError(f"{self.id}: unknown metric {self.metric!r}; known: {sorted(METRICS)}")
+        object.__setattr__(self, "beside", tuple(self.beside))
+        unknown = [m for m in self.beside if m not in METRICS]
+        if unknown:
+            raise ValueError(f"{self.id}: unknown metric(s) beside it {unknown}; known: {sorted(METRICS)}")
         if not self.comparisons:
             raise ValueError(f"{self.id}: a claim needs at least one comparison")
         if self.margin is None and any(c.test != "ratio" for c in self.comparisons):

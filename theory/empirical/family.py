@@ -167,7 +167,8 @@ def paper_statement(fam: dict, looks_used: dict | None = None) -> str:
     used, units, a = looks_used or {}, fam["units"], fam["alpha"]
     head = f"{fam['paper']}: each kind of wrong verdict ({KINDS}) at most {a:g} over all of the paper's claims"
     if len(units) == 1:
-        text = f"{head}, judged at one scale and stage, {_unit(units[0], used)}, with Holm's procedure over them."
+        text = (f"{head}, judged at one scale and stage: {units[0]['alpha']:.3g} at {_unit(units[0], used)}, with "
+                "Holm's procedure over them.")
     else:
         how = "as the paper declares" if fam.get("split") == "declared" else "in equal shares"
         text = (f"{head} at its {len(units)} scales and stages, split in advance {how} (Bonferroni): "

@@ -10,10 +10,13 @@ The file defines (names as in a paper module):
 * ``ARMS``: {name: ``arm(algorithm, name=..., **fixed args)``}, built-in or plugin algorithms (``--plugin``);
 * ``CLAIMS``: a list of ``Claim`` (``paper=PAPER``), each a statement with its metric, its comparisons
   (``Comparison(a, b, "superior" | "noninferior", boundary, setting)``) and its smallest effect that matters
-  (``Margin``), all fixed before any run;
+  (``Margin``), all fixed before any run; optionally what a paper reports for it, metrics shown ``beside`` the
+  deciding one, why that metric, and the strongest objection (``Claim``'s docstring);
 * ``BUDGET``: ``Budget(looks, cpu_minutes, reason)``;
 * ``CPU`` (or ``SCALES``, the first running every claim): a ``CpuScale`` with the settings the comparisons name,
-  one tuning grid per arm (the same size for every arm), the validation split and the first look's seeds.
+  one tuning grid per arm (the learning rate over the same values for every arm that tunes it), the validation
+  split and the first look's seeds; its defaults tune on 3 seeds and extend a learning rate chosen at an end of its
+  grid by x3 (``CpuScale.extend``).
 
 ``load(path)`` imports the file, checks it (every error names the file and what to fix) and registers it, so that
 ``theory.empirical.paper(PAPER)`` finds it. ``examples/my_claims.py`` is a complete one.

@@ -50,6 +50,7 @@ from .family import FIRST, Family, Unit, statement
 from .fields import read_report
 from .judge import closest
 from .paired import ALPHA
+from .report_protocol import declared_lines, is_protocol, tuning_lines
 from .scale import REPLICATION
 
 MANY_SEEDS = 10_000  # above this, a planning figure is shown as "> 10,000"
@@ -231,6 +232,7 @@ def anchor(title: str) -> str:
 def claim_section(c: dict, before: dict | None = None) -> list[str]:
     k, unit = _unit(c["metric"])
     md = [f"### {claim_title(c)}", "", f"*{c['source']}*: {c['quote']}", "", f"**Tested:** {c['statement']}", ""]
+    md += declared_lines(c)
     md += verdict_lines(c)
     first = before and c.get("replicates") and before.get("first", {}).get((c["id"], c["replicates"]))
     if first:
@@ -257,6 +259,8 @@ def _tuning_lines(p: dict) -> list[str]:
     sc = p["scale"]
     if not sc.get("tuning", {}).get("rule"):
         return [f"Tuning: {sc['tuning']}.", ""] if sc.get("tuning") else []
+    if is_protocol(p["tuning"]):  # 0.4.0: every point's spread over the tuning seeds, the extension, the edges
+        return tuning_lines(p)
     t = sc["tuning"]
     md = [f"Tuning: {t['rule']}. Selection on a validation split of {t['validation']} training samples (never the "
           f"test set), tuning seed(s) {t['tune_seeds']}; final runs on fresh seeds in looks of {p['budget']['looks']}"

@@ -14,6 +14,7 @@ scale: one look of the quick scale's seeds, a smoke test. Full scale: the matchi
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from pathlib import Path
 
@@ -21,12 +22,12 @@ from benchmark import runner, store, tuning
 from benchmark.experiment import code_version
 from theory.stats.sequential import check_looks
 
-from . import is_own
+from . import is_own, paired
 from .claim import Budget
 from .family import alpha_at, described, family_of, scale_looks
 from .judge import Judge
 from .metrics import COMPANIONS
-from .scale import CpuScale, FullScale, arm_matches, paper_scales
+from .scale import CpuScale, FullScale, arm_matches, paper_scales, plan_lines
 
 
 def needed(claims) -> list[tuple[str, str]]:
@@ -46,14 +47,53 @@ def runs_folder(results_root, version: str | None, scale_name: str) -> Path:
     return base / "runs" if scale_name == "cpu" else base / scale_name / "runs"
 
 
+def arms_of(claims) -> dict:
+    """{setting: [arm names]} the claims compare (the rows of a scale's cost plan)."""
+    out = {}
+    for s, a in needed(claims):
+        out.setdefault(s, []).append(a)
+    return out
+
+
+def tuning_metrics(claims) -> dict:
+    """{(setting, arm): the metric its tuning is scored by}: the (measured) metric of the claims that compare it,
+    ratio comparisons aside (a bit count is no tuning score); the final accuracy where only ratios use it. Two
+    claims that would tune one (setting, arm) by different metrics are an error: give one of them a setting of its
+    own."""
+    out, ratio_only = {}, []
+    for c in claims:
+        for comp in c.comparisons:
+            for a in (comp.a, comp.b):
+                if comp.test == "ratio":
+                    ratio_only.append((comp.setting, a))
+                    continue
+                old = out.setdefault((comp.setting, a), c.metric)
+                if old != c.metric:
+                    raise ValueError(f"{comp.setting} / {a} enters claims measured by {old} and by {c.metric}: its "
+                                     "tuning is scored by the claims' own metric, so put one claim in a setting of "
+                                     "its own")
+    for k in ratio_only:
+        out.setdefault(k, "final_accuracy")
+    return out
+
+
+def plans(paper, scale: CpuScale, claims) -> dict:
+    """{(setting, arm): (base experiment, tuning plan or None)} of ``claims`` at ``scale``; None where the setting
+    is fixed (``CpuScale.fixed``: the arm runs at the setting's own hyperparameters)."""
+    metric = tuning_metrics(claims)
+    return {(s, a): (scale.base(s, paper.ARMS[a]), None if s in scale.fixed else scale.plan(a, metric[(s, a)]))
+            for s, a in needed(claims)}
+
+
 def cells(paper, scale: CpuScale) -> dict:
-    """The tuning cells of every (setting, arm) of ``paper`` at ``scale`` (no runs): {(setting, arm): [exp]}."""
-    return {(s, a): [e for _, _, e in tuning.tuning_cells(scale.base(s, paper.ARMS[a]), scale.plan(a))]
-            for s, a in needed(claims_at(scale, paper.CLAIMS))}
+    """The declared tuning cells of every tuned (setting, arm) of ``paper`` at ``scale`` (no runs, no extension):
+    {(setting, arm): [exp]}."""
+    return {k: [e for _, _, e in tuning.tuning_cells(base, plan)]
+            for k, (base, plan) in plans(paper, scale, claims_at(scale, paper.CLAIMS)).items() if plan is not None}
 
 
 def _records(folder: Path) -> dict[str, dict]:
-    return {r["config_hash"]: r for r in store.read_records(folder)}
+    return {r["config_hash"]: r for r in store.read_records(folder)} if Path(folder).is_dir() else {}
 
 
 def cell_seconds(recs: dict, exps) -> float:
@@ -86,25 +126,61 @@ def _require(exps, folder: Path, what: str) -> None:
         raise UnderWay(f"{what}: {'not started, ' if have == 0 else ''}{have} of {len(exps)} runs recorded")
 
 
+def _tuned(paper, scale: CpuScale, items: dict, folder: Path, backend: str, jobs, progress: bool,
+           run_missing: bool) -> tuple[dict, dict, list]:
+    """Tune every (setting, arm) with a plan (``tuning.tune_all``: the declared grids, then the extension steps
+    due); a fixed one gets its setting's own hyperparameters. Returns {key: tuning record or a fixed stand-in},
+    the runner's counts and the tuning cells."""
+    tuned_keys = [k for k, (_, plan) in items.items() if plan is not None]
+    pairs = [items[k] for k in tuned_keys]
+    if not run_missing:  # every cell the rule has reached from the records, extension steps included
+        recs = _records(folder)
+        _require([e for base, plan in pairs for _, _, e in tuning.tuning_cells(
+            base, plan, tuning.extension(base, plan, recs)[0])], folder, "tuning")
+    recs_t, counts = tuning.tune_all(pairs, folder, backend, jobs, progress, desc=f"{paper.PAPER}: tuning")
+    out = dict(zip(tuned_keys, recs_t))
+    for k, (_, plan) in items.items():
+        if plan is None:
+            out[k] = {"choice": {}, "fixed": scale.fixed[k[0]], "points": []}
+    cells_ = [e for k in tuned_keys for pt in [[p["point"] for p in out[k]["points"]]]
+              for _, _, e in tuning.tuning_cells(items[k][0], items[k][1], pt)]
+    return out, counts, cells_
+
+
+def tuning_summary(tuned: dict) -> dict:
+    """The report's view of the tuning records: per "setting / arm" the choice, every point's scores (per tuning
+    seed, mean, sd, status), the extension steps, the edges and the score; a fixed one its reason."""
+    out = {}
+    for (s, a), t in tuned.items():
+        if "fixed" in t:
+            out[f"{s} / {a}"] = {"fixed": t["fixed"], "choice": {}, "points": [], "chosen_index": None,
+                                 "complete": True, "all_failed": False, "edge": []}
+            continue
+        out[f"{s} / {a}"] = {
+            "choice": t["choice"], "chosen_index": t["chosen_index"], "complete": t["complete"],
+            "all_failed": t["all_failed"], "key": t["key"], "score": t["plan"]["score"],
+            "steps": t.get("steps", []), "edge": t.get("edge", []),
+            "points": [{"point": p["point"], "mean": p["mean"], "sd": p.get("sd"),
+                        "validation_accuracy": p["validation_accuracy"], "status": p.get("status", {}),
+                        "extension": p.get("extension", False)} for p in t["points"]]}
+    return out
+
+
 def run_cpu(paper, scale: CpuScale, claims: list, folder: Path, looks: tuple, seeds: tuple, cpu_seconds: float,
             backend: str, jobs, progress: bool, run_missing: bool = True) -> tuple[Judge, dict, dict]:
     """Tune, then run and judge the looks of ``claims`` (see the module docstring) while the cells take less than
     ``cpu_seconds``; returns the judge, the tuning summary and the cell counts (with "cell_seconds").
     ``run_missing=False``: judge the recorded runs only, raising ``UnderWay`` where a look's runs are missing."""
     alpha = alpha_at(paper, scale.name)  # the paper's family is checked before any run
-    pairs = needed(claims)
-    bases = {(s, a): scale.base(s, paper.ARMS[a]) for s, a in pairs}
-    plans = {(s, a): scale.plan(a) for s, a in pairs}
-    if not run_missing:
-        _require([e for k in pairs for _, _, e in tuning.tuning_cells(bases[k], plans[k])], folder, "tuning")
-    recs_t, counts = tuning.tune_all([(bases[k], plans[k]) for k in pairs], folder, backend, jobs, progress,
-                                     desc=f"{paper.PAPER}: tuning")
-    tuned = dict(zip(pairs, recs_t))
-    planned = [e for k in pairs for _, _, e in tuning.tuning_cells(bases[k], plans[k])]
+    scale.checked_metrics(claims)  # an early metric needs its evaluations before any run
+    items = plans(paper, scale, claims)
+    pairs = list(items)
+    tuned, counts, planned = _tuned(paper, scale, items, folder, backend, jobs, progress, run_missing)
     judge, prev = Judge(claims, looks, alpha=alpha, companions=_companions()), 0
 
-    def finals(keys, chunk):
-        return [e for k in keys for e in tuning.final_cells(bases[k], tuned[k]["choice"], plans[k], chunk)]
+    def finals(keys, chunk):  # a fixed setting's arm: its base experiment (its plan only checks the seeds are fresh)
+        return [e for k in keys for e in tuning.final_cells(items[k][0], tuned[k]["choice"],
+                                                             items[k][1] or scale.plan(k[1]), chunk)]
 
     for k, n in enumerate(looks):
         if cell_seconds(_records(folder), planned) >= cpu_seconds:
@@ -123,20 +199,15 @@ def run_cpu(paper, scale: CpuScale, claims: list, folder: Path, looks: tuple, se
         if judge.tracker.done:
             break
     counts["cell_seconds"] = cell_seconds(_records(folder), planned)
-    summary = {f"{s} / {a}": {"choice": t["choice"], "chosen_index": t["chosen_index"], "complete": t["complete"],
-                             "all_failed": t["all_failed"], "key": t["key"],
-                             "points": [{"point": p["point"], "mean": p["mean"],
-                                         "validation_accuracy": p["validation_accuracy"],
-                                         "status": p.get("status", {})} for p in t["points"]]}
-               for (s, a), t in tuned.items()}
-    return judge, summary, counts
+    return judge, tuning_summary(tuned), counts
 
 
 def run_full(paper, scale: FullScale, results_root, version, backend: str, jobs, progress: bool,
              run_missing: bool) -> tuple[Judge, dict, dict]:
     suite = runner.load_suite(scale.suite)
     folder = runner.results_dir(results_root, suite.name, version)
-    pairs = needed(paper.CLAIMS)
+    claims = claims_at(scale, paper.CLAIMS)
+    pairs = needed(claims)
     picked = {}
     for s, a in pairs:
         match = scale.settings[s]
@@ -152,7 +223,7 @@ def run_full(paper, scale: FullScale, results_root, version, backend: str, jobs,
     counts = {**counts, "cell_seconds": cell_seconds(recs, [e for k in pairs for e in picked[k]])}
     runs = {k: {e.seed: recs[e.config_hash()] for e in picked[k] if e.config_hash() in recs} for k in pairs}
     seeds = sorted({e.seed for k in pairs for e in picked[k]})
-    judge = Judge(paper.CLAIMS, (max(2, len(seeds)),), alpha=alpha_at(paper, "full"))
+    judge = Judge(claims, (max(2, len(seeds)),), alpha=alpha_at(paper, "full"))
     judge.look(0, runs, seeds)
     summary = {f"{s} / {a}": {"suite": suite.name, "cells": len(picked[(s, a)]),
                              "with_records": len(runs[(s, a)])} for s, a in pairs}
@@ -232,19 +303,62 @@ def refuse_changed_family(report: dict | None, mods, what: str, way_out: str = "
                                                                                        else ""))
 
 
+def open_claims(sc: CpuScale, claims: list, first: dict | None) -> list:
+    """The claims a replication declared before its first stage runs (``inconclusive_only``): those of ``claims``
+    that the first stage's report (``first``, its report.json) left INCONCLUSIVE at the replicated scale. Without
+    that report it cannot know them, and says so."""
+    if not sc.inconclusive_only:
+        return claims
+    if first is None:
+        raise ValueError(f"scale {sc.name} repeats the claims the {sc.replicates} scale leaves INCONCLUSIVE: run and "
+                         "write the first stage's report first (fedrepro claims, the same version)")
+    left = {c["id"] for c in first.get("claims", []) if c.get("scale") == sc.replicates
+            and c.get("verdict") == "INCONCLUSIVE"}
+    return [c for c in claims if c.id in left]
+
+
+def declared(judge: Judge, claims: list, results: list[dict]) -> None:
+    """Add to each claim's result what its declaration says about its metric (``paper_metric``,
+    ``metric_reason``, ``objection``) and the metrics it declares ``beside`` the deciding one, on the seeds each
+    comparison used (as the judge's companion: never deciding)."""
+    for i, (c, r) in enumerate(zip(claims, results)):
+        for name in ("paper_metric", "metric_reason", "objection"):
+            if getattr(c, name, ""):
+                r[name] = getattr(c, name)
+        js = [j for j, (ci, _) in enumerate(judge.comps) if ci == i]
+        if getattr(c, "beside", ()):
+            r["beside"] = [{"metric": m, "comparisons": [_on_seeds(judge, j, m, x) for j, x in zip(js, r["comparisons"])]}
+                           for m in c.beside]
+
+
+def _on_seeds(judge: Judge, j: int, metric: str, x: dict) -> dict:
+    """Comparison j's per-seed values in ``metric`` on the seeds it used (x["seeds"])."""
+    ra, rb = judge.runs.get(j, ({}, {}))
+    used = set(x["seeds"])
+    pr = paired.pair(judge.comps[j][1], metric, {s: r for s, r in ra.items() if s in used},
+                     {s: r for s, r in rb.items() if s in used})
+    v = [float(y) for y in pr["x"]]
+    return {"seeds": pr["seeds"], "values": v, "n": len(v), "mean": statistics.fmean(v) if v else None,
+            "sd": statistics.stdev(v) if len(v) > 1 else None}
+
+
 def run_paper(paper, scale="cpu", results_root="results", version: str | None = None,
               backend: str = "local", jobs: int | None = None, progress: bool = True,
-              run_missing: bool = True, looks: tuple | None = None, spent_before: float = 0.0) -> dict:
+              run_missing: bool = True, looks: tuple | None = None, spent_before: float = 0.0,
+              first: dict | None = None) -> dict | None:
     """Run (or resume) and judge ``paper``'s claims at ``scale``: "cpu" (the paper's first CPU scale), "quick"
     (its smoke test: one look), "full" (the paper suite's cells), or a ``CpuScale`` of the paper (which runs the
     claims it declares). ``looks`` replaces the budget's looks (e.g. (5,): one fixed look of 5 seeds);
-    ``spent_before``: CPU seconds the paper's other scales took (its budget is shared). The dict is
-    ``report.py``'s paper entry."""
+    ``spent_before``: CPU seconds the paper's other scales took (its budget is shared); ``first``: the first
+    stage's report.json, which a replication declared before it (``open_claims``) reads. The dict is
+    ``report.py``'s paper entry; None for a replication with nothing left to repeat."""
     t0 = time.perf_counter()
     looks = design_looks(scale if isinstance(scale, str) else "replication" if scale.replicates else scale.name, looks)
     budget = paper.BUDGET
+    claims = list(paper.CLAIMS)
     if scale == "full":
         sc = paper.FULL
+        claims = claims_at(sc, paper.CLAIMS)
         judge, tuned, counts = run_full(paper, sc, results_root, version, backend, jobs, progress, run_missing)
     elif isinstance(scale, CpuScale) or scale in ("cpu", "quick"):
         sc = scale if isinstance(scale, CpuScale) else paper.CPU if scale == "cpu" else paper.CPU.quick()
@@ -259,12 +373,15 @@ def run_paper(paper, scale="cpu", results_root="results", version: str | None = 
         else:
             looks = tuple(looks) if looks else scale_looks(budget.looks, getattr(sc, "max_seeds", None))
             seeds, seconds = tuple(range(looks[-1])), 60 * budget.cpu_minutes - spent_before
-        judge, tuned, counts = run_cpu(paper, sc, claims_at(sc, paper.CLAIMS), runs_folder(results_root, version,
-                                                                                            sc.name),
-                                       looks, seeds, seconds, backend, jobs, progress, run_missing or sc.name == "quick")
+        claims = open_claims(sc, claims_at(sc, paper.CLAIMS), first)
+        if not claims:
+            return None
+        judge, tuned, counts = run_cpu(paper, sc, claims, runs_folder(results_root, version, sc.name), looks, seeds,
+                                       seconds, backend, jobs, progress, run_missing or sc.name == "quick")
     else:
         raise ValueError(f"scale must be cpu, quick, full or a CpuScale, got {scale!r}")
     results = judge.results()
+    declared(judge, claims, results)
     replicates = getattr(sc, "replicates", "")  # a FullScale has none
     for r in results:
         r["scale"] = sc.name
@@ -272,7 +389,10 @@ def run_paper(paper, scale="cpu", results_root="results", version: str | None = 
             r["replicates"] = replicates
     if replicates:
         budget = Budget(sc.looks, sc.cpu_minutes, f"a replication of the {sc.replicates} scale: {sc.why}")
-    return {"paper": paper.PAPER, "title": paper.TITLE, "scale": sc.describe(), "claims": results,
+    desc = sc.describe()
+    if isinstance(sc, CpuScale) and sc.cost:
+        desc["plan"] = plan_lines(sc.cost_plan(arms_of(claims), strict=False))
+    return {"paper": paper.PAPER, "title": paper.TITLE, "scale": desc, "claims": results,
             "budget": {"looks": list(judge.looks), "cpu_minutes": budget.cpu_minutes, "reason": budget.reason},
             "tuning": tuned, "cells": counts, "seconds": time.perf_counter() - t0,
             "family": described(paper, sc.name, judge)}
@@ -336,8 +456,10 @@ def plan_claims(paper: str | None = None, scale: str = "cpu", looks: tuple | Non
         if not scs:
             continue
         scales = [{"scale": sc.name, "claims": [c.id for c in claims_at(sc, m.CLAIMS)],
+                   "inconclusive_only": sc.inconclusive_only,
                    "looks": list(looks or sc.looks or scale_looks(m.BUDGET.looks, sc.max_seeds)),
-                   "plan": sc.cost_plan(max_seeds=looks[-1] if looks else None, strict=not is_own(m.PAPER)),
+                   "plan": sc.cost_plan(arms_of(claims_at(sc, m.CLAIMS)), max_seeds=looks[-1] if looks else None,
+                                        strict=not is_own(m.PAPER)),
                    "seeds": [sc.seed_start, sc.seed_start + (looks[-1] if looks else sc.max_seeds) - 1]} for sc in scs]
         budget = ({"looks": list(scs[0].looks), "cpu_minutes": sum(sc.cpu_minutes for sc in scs),
                    "reason": "the replications' own budgets"} if scale == "replication" else
@@ -372,6 +494,22 @@ def before_report(results_root, before: str | None) -> tuple[str, dict] | None:
         raise FileNotFoundError(f"no claims report {before} under {' or '.join(map(str, roots))}/claims to compare "
                                 "spreads with; give an existing version")
     return prev
+
+
+def first_stage(results_root, paper: str) -> dict | None:
+    """The first-stage claims report (report.json) of this version that judged ``paper``: the whole report, else
+    the paper's partial one, under the results root, then under the committed results; None if there is none."""
+    import json
+
+    version = code_version()["package"]
+    for root in _report_roots(results_root):
+        base = Path(root) / "claims" / version
+        for path in (base / "report.json", base / "partial" / paper / "report.json"):
+            if path.is_file():
+                data = json.loads(path.read_text())
+                if any(c.get("paper") == paper for c in data.get("claims", [])):
+                    return data
+    return None
 
 
 def _load() -> str:
@@ -411,13 +549,17 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
         refuse_changed_family(prev[1], paper_modules(paper), f"its first stage (the {prev[0]} report)")
 
     t0, load0 = time.time(), _load()
-    results = []
+    results, decided = [], []
     for m in paper_modules(paper):
         spent = 0.0
         for sc in scales_of(m, scale):  # a paper's scales in turn, sharing its CPU budget (a replication: its own)
             try:
-                results.append(run_paper(m, sc, results_root, None, backend, jobs, progress, run_missing, looks,
-                                         spent))
+                first = first_stage(results_root, m.PAPER) if getattr(sc, "inconclusive_only", False) else None
+                got = run_paper(m, sc, results_root, None, backend, jobs, progress, run_missing, looks, spent, first)
+                if got is None:  # a replication whose first stage decided every claim it would repeat
+                    decided.append(f"{m.PAPER} ({sc.replicates} scale)")
+                    continue
+                results.append(got)
             except UnderWay as e:  # --no-run: a scale still running is listed, not judged
                 results.append({"paper": m.PAPER, "title": m.TITLE, "scale": sc.describe(), "claims": [],
                                 "under_way": str(e), "budget": {"looks": list(sc.looks or m.BUDGET.looks),
@@ -429,6 +571,8 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     meta = {"scale": scale, "quick": scale == "quick", "wall_seconds": time.time() - t0, "cpus": os.cpu_count(),
             "backend": backend, "jobs": jobs, "load_start": load0, "load_end": _load(), "note": note or "",
             "looks": list(looks) if looks else None}
+    if decided:
+        meta["nothing_to_replicate"] = decided
     if is_own(paper):  # which file declared these claims, as a plugin's records name theirs
         from .own import provenance
 

@@ -11,15 +11,14 @@ The claims themselves do not change between scales: a scale only says which expe
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 from benchmark.experiment import Experiment
-from benchmark.tuning import TuningPlan
+from benchmark.tuning import Extension, TuningPlan
 from theory.stats.sequential import check_looks
 
 from .claim import Arm
-from .metrics import METRICS, STANDS_FOR, check_tail
+from .metrics import METRICS, STANDS_FOR, check_early, check_tail
 
 
 @dataclass(frozen=True)
@@ -42,8 +41,16 @@ class CpuScale:
 
     ``settings``: setting name -> Experiment fields without algorithm and seed. ``kept``: what is the paper's
     (local work per round, participation, clients, partition, model family...). ``reductions``: what is not.
-    ``grids``: arm name -> tuning grid (the same size for every arm of a paper). ``final_seeds`` pair the arms
-    (the first look); ``max_seeds`` is the most paired seeds the cost plan allows per comparison.
+    ``grids``: arm name -> declared tuning grid: every arm tunes the learning rate ``lr`` over the same values,
+    times the paper's other tuned knob where the paper tunes both (beta1, a server step size), so a grid may hold
+    more points for one arm than for another, but never a learning rate another arm lacks. ``extend``: grid key ->
+    ``benchmark.tuning.Extension``, the one rule that extends any arm's grid while its choice lies at an end
+    (default: the learning rate by a ratio of 3, at most 2 values beyond the grid each way). ``tune_seeds``: the
+    tuning seeds a point's score is averaged over (at least 3 outside quick mode). ``fixed``: setting -> why its
+    arms run at the setting's own hyperparameters, untuned (a claim about the paper's fixed step, e.g. BHerd's
+    speed at eta = 1e-4). ``weighting``: arm -> the aggregation weighting it runs with and whose it is (the
+    paper's or its code's), stated in the report. ``final_seeds`` pair the arms (the first look); ``max_seeds`` is
+    the most paired seeds the cost plan allows per comparison.
 
     ``name``: "cpu" for a paper's main CPU scale, "paper" where the scale is the paper's own setting in every
     respect but the reductions listed (GradMA, BHerd), "cpu4x" for the second scale of a main claim (at least
@@ -60,7 +67,7 @@ class CpuScale:
     grids: dict
     validation: int
     final_seeds: tuple = (0, 1, 2, 3, 4)
-    tune_seeds: tuple = (1000,)
+    tune_seeds: tuple = (1000, 1001, 1002)
     executor: str = "auto"
     grid_rule: str = ""
     name: str = "cpu"
@@ -70,12 +77,16 @@ class CpuScale:
     cost: dict = dataclasses.field(default_factory=dict)
     cost_note: str = ""
     max_seeds: int = 20
+    extend: dict = dataclasses.field(default_factory=lambda: {"lr": LR_EXTENSION})
+    fixed: dict = dataclasses.field(default_factory=dict)
+    weighting: dict = dataclasses.field(default_factory=dict)
     # a replication (``replicates``: the name of the scale it repeats): fresh final seeds from ``seed_start``, its
     # own declared ``looks`` and CPU budget (``cpu_minutes``), fixed before its runs (see ``REPLICATION``)
     replicates: str = ""
     seed_start: int = 0
     looks: tuple = ()
     cpu_minutes: float = 0.0
+    inconclusive_only: bool = False  # declared before its first stage ran: it repeats what that stage leaves open
 
     def __post_init__(self):
         if self.looks:
@@ -86,9 +97,13 @@ class CpuScale:
         if self.looks and self.looks[-1] != self.max_seeds:
             raise ValueError(f"scale {self.name}: its last look ({self.looks[-1]}) must be its max_seeds "
                              f"({self.max_seeds})")
-        sizes = {a: math.prod(len(v) for v in g.values()) for a, g in self.grids.items()}
-        if len(set(sizes.values())) > 1:
-            raise ValueError(f"every arm must get the same tuning budget; grid sizes {sizes}")
+        lrs = {a: tuple(g.get("lr") or ()) for a, g in self.grids.items()}
+        if any(len(v) > 1 for v in lrs.values()) and len(set(lrs.values())) > 1:  # a scale that tunes the lr
+            raise ValueError(f"scale {self.name}: every arm tunes its learning rate over the same values (the grid "
+                             f"key 'lr'; other keys may be added where the paper tunes them too); got {lrs}")
+        unknown = set(self.fixed) - set(self.settings)
+        if unknown:
+            raise ValueError(f"scale {self.name}: fixed settings {sorted(unknown)} are not among its settings")
         for claimed, measured in self.metrics.items():
             if STANDS_FOR.get(measured) != claimed:
                 raise ValueError(f"scale {self.name}: {measured!r} cannot stand for {claimed!r} (allowed: "
@@ -96,10 +111,23 @@ class CpuScale:
             if measured == "tail_accuracy" and self.name != "quick":
                 check_tail(self.settings, f"scale {self.name}")
 
-    def plan(self, arm_name: str) -> TuningPlan:
+    def checked_metrics(self, claims) -> None:
+        """Raise where a claim measured here by ``early_accuracy`` has too few evaluations in its first 10%."""
+        for c in self.claims_here(claims):
+            if c.metric == "early_accuracy" and self.name != "quick":
+                check_early({x.setting: self.settings[x.setting] for x in c.comparisons}, f"scale {self.name}")
+
+    def plan(self, arm_name: str, metric: str | None = None) -> TuningPlan:
+        """The arm's tuning plan: its grid, extended by the scale's rule, scored by ``metric`` (a ``METRICS`` key:
+        the metric of the claims it enters, on the validation split; default the final validation accuracy)."""
         if arm_name not in self.grids:
             raise ValueError(f"no tuning grid for arm {arm_name!r}; grids: {sorted(self.grids)}")
-        return TuningPlan(self.grids[arm_name], self.validation, self.tune_seeds, self.final_seeds)
+        grid = self.grids[arm_name]
+        extend = {k: e for k, e in self.extend.items() if k in grid}
+        if metric is None:
+            return TuningPlan(grid, self.validation, self.tune_seeds, self.final_seeds, extend)
+        return TuningPlan(grid, self.validation, self.tune_seeds, self.final_seeds, extend, score=METRICS[metric][0],
+                          score_name=f"{metric} ({METRICS[metric][1]}) on the validation split")
 
     def base(self, setting: str, a: Arm) -> Experiment:
         fields = dict(self.settings[setting])
@@ -122,17 +150,22 @@ class CpuScale:
         return out
 
     def quick(self) -> "CpuScale":
-        """A smoke test of this scale's whole path (tuning, selection, final runs on the test set, verdicts,
-        report) in seconds: 2 rounds of at most 2 local steps or 2 local epochs (on at most 20 samples per client),
-        CNNs at an eighth of their width, a validation split of 300, the first 2 values of each grid key, 3 final
-        seeds, 1 tuning seed; partitions, clients and participation as in the scale. Not a verdict."""
+        """A smoke test of this scale's whole path (tuning with one extension step, selection, final runs on the test
+        set, verdicts, report) in seconds: 2 rounds of at most 2 local steps or 2 local epochs (on at most 20 samples
+        per client), CNNs at an eighth of their width, a validation split of 300, the first 2 learning rates of the
+        grid and the first value of its other keys (so every choice lies at an end of the learning rates and takes
+        one extension step: the cap is 1), 3 final seeds, 1 tuning seed; partitions, clients and participation as
+        in the scale. Not a verdict."""
         settings = {name: _quick_setting(f) for name, f in self.settings.items()}
-        grids = {a: {k: list(v)[:2] for k, v in g.items()} for a, g in self.grids.items()}
+        grids = {a: {k: list(v)[:2 if k == "lr" else 1] for k, v in g.items()} for a, g in self.grids.items()}
+        extend = {k: dataclasses.replace(e, cap=min(e.cap, 1)) for k, e in self.extend.items()}
         return dataclasses.replace(self, settings=settings, grids=grids, final_seeds=tuple(self.final_seeds[:3]),
                                    tune_seeds=tuple(self.tune_seeds[:1]), name="quick", validation=QUICK_VALIDATION,
-                                   max_seeds=3, reductions=self.reductions + (Reduction(
+                                   max_seeds=3, extend=extend, reductions=self.reductions + (Reduction(
                                        "quick mode", "-", "2 rounds of <= 2 local steps or 2 epochs, CNN width "
-                                       "<= 1/8, 2 grid values per key, 3 seeds: a smoke test"),))
+                                       "<= 1/8, 2 learning rates and 1 value of other grid keys (every "
+                                       "choice lies at an end: one extension step each), 1 tuning seed, 3 seeds: a "
+                                       "smoke test"),))
 
     def cost_plan(self, arms=None, max_seeds: int | None = None, strict: bool = True) -> dict:
         """The full report's runs at this scale and their CPU time: per (setting, arm), the tuning cells (grid
@@ -149,10 +182,11 @@ class CpuScale:
                     raise ValueError(f"scale {self.name}: no measured cost for arm {a!r}; measured: "
                                      f"{sorted(self.cost)} (a plan needs CpuScale(cost={{arm: CPU minutes per "
                                      "run}))")
-                runs = self.plan(a).size * len(self.tune_seeds) + n
+                tuning = 0 if setting in self.fixed else self.plan(a).most_points * len(self.tune_seeds)
+                runs = tuning + n
                 minutes = self.cost.get(a)
-                rows.append({"setting": setting, "arm": a, "runs": runs, "minutes_per_run": minutes,
-                             "cpu_minutes": None if minutes is None else runs * minutes})
+                rows.append({"setting": setting, "arm": a, "runs": runs, "tuning_runs": tuning,
+                             "minutes_per_run": minutes, "cpu_minutes": None if minutes is None else runs * minutes})
                 total += 0.0 if minutes is None else runs * minutes
         return {"rows": rows, "runs": sum(r["runs"] for r in rows), "max_seeds": n, "cpu_minutes": total,
                 "wall_hours_2_workers": total / 60 / 2, "note": self.cost_note,
@@ -163,18 +197,27 @@ class CpuScale:
              "reductions": [r.line() for r in self.reductions],
              "settings": {k: _jsonable(v) for k, v in self.settings.items()},
              "tuning": {"rule": self.grid_rule, "grids": self.grids, "validation": self.validation,
-                        "tune_seeds": list(self.tune_seeds), "final_seeds": list(self.final_seeds)},
+                        "tune_seeds": list(self.tune_seeds), "final_seeds": list(self.final_seeds),
+                        "extend": {k: e.describe() for k, e in self.extend.items()}, "fixed": dict(self.fixed)},
              "executor": self.executor, "only": list(self.only), "metrics": dict(self.metrics)}
+        if self.weighting:
+            d["weighting"] = dict(self.weighting)
         if self.replicates:
             d["replication"] = {"replicates": self.replicates, "seeds": [self.seed_start, self.seed_start +
                                                                          self.max_seeds - 1],
-                                "looks": list(self.looks), "cpu_minutes": self.cpu_minutes}
+                                "looks": list(self.looks), "cpu_minutes": self.cpu_minutes,
+                                "inconclusive_only": self.inconclusive_only}
         if self.cost:
             d["plan"] = plan_lines(self.cost_plan(strict=False))
         return d
 
 
 QUICK_VALIDATION = 300
+MIN_TUNE_SEEDS = 3  # the papers' scales average a point's score over at least this many (tests/test_claims_protocol.py)
+#: the rule that extends every arm's learning rate (issue 43): the next value beyond an end of the declared grid is
+#: the paper's next grid value where an ``Extension`` of a paper lists it, else the end times or divided by 3; at
+#: most 2 values beyond the grid in each direction (the declared cap, reported when reached)
+LR_EXTENSION = Extension(ratio=3.0, cap=2)
 QUICK_PER_CLIENT = 20  # samples per client where local work is counted in epochs
 QUICK_MIN_TRAIN = 600
 QUICK_STEPS, QUICK_EPOCHS, QUICK_WIDTH = 2, 2, 0.125
@@ -220,6 +263,10 @@ class FullScale:
     seeds: tuple | None = None  # None: the suite's seeds
     tuning: str = "the suite's hyperparameters (the paper's reported values); no tuning runs"
     name: str = "full"
+    only: tuple = ()  # the claim ids the suite's cells can judge (empty: all)
+
+    def claims_here(self, claims) -> list:
+        return [c for c in claims if not self.only or c.id in self.only]
 
     def describe(self) -> dict:
         return {"scale": self.name, "suite": self.suite, "settings": self.settings, "tuning": self.tuning}
@@ -227,7 +274,8 @@ class FullScale:
 
 REPLICATION = (
     "A replication repeats, on fresh seeds, the claims that a scale left INCONCLUSIVE with its budget spent: the same "
-    "scale (settings, tuning cells, tuning seed, metric), a new group-sequential design declared before its runs "
+    "scale (settings, tuning rule, metric; whether its arms are tuned again on tuning seeds of their own is stated "
+    "with its seeds), a new group-sequential design declared before its runs "
     "(its looks, the calibrated 5, 10, 20, 40, and its own CPU budget) and final seeds that the first stage never "
     "used. Its verdicts are those of an independent experiment: its seeds share nothing with the first stage's, so "
     "given the first stage's outcome, whatever that was, its Holm family over the claims it repeats holds at the "
@@ -250,19 +298,27 @@ def paper_scales(mod, which: str = "cpu") -> list:
     return scales
 
 
-def replication(scale: CpuScale, claims: list, cpu_minutes: float, why: str, seed_start: int = 100,
-                looks: tuple = (5, 10, 20, 40)) -> CpuScale:
+def replication(scale: CpuScale, claims: list | None, cpu_minutes: float, why: str, seed_start: int = 100,
+                looks: tuple = (5, 10, 20, 40), tune_seeds: tuple | None = None) -> CpuScale:
     """``scale`` again for ``claims`` (``claim.Claim``s) on fresh seeds ``seed_start``.. with its own ``looks`` and
-    CPU budget (see ``REPLICATION``); named ``<scale>-rep``. Its tuning cells are the scale's own (same settings,
-    grids and tuning seed), so they select the same hyperparameters; only the claims' arms are tuned and run."""
-    arms = {a for c in claims for a in c.arms}
+    CPU budget (see ``REPLICATION``); named ``<scale>-rep``. ``claims=None``: declared before the first stage ran,
+    it repeats the claims of ``scale`` that the first stage leaves INCONCLUSIVE (``inconclusive_only``: found in
+    the first stage's report when it runs). ``tune_seeds``: the replication's own tuning seeds, disjoint from the
+    scale's, so that its arms are tuned again (default: the scale's, whose tuning cells it then shares)."""
+    own = tuple(int(s) for s in tune_seeds) if tune_seeds else tuple(scale.tune_seeds)
+    if tune_seeds and set(own) & set(scale.tune_seeds):
+        raise ValueError(f"a replication that tunes again needs fresh tuning seeds; {sorted(set(own) & set(scale.tune_seeds))} "
+                         f"are the {scale.name} scale's")
+    ids = tuple(c.id for c in claims) if claims is not None else tuple(scale.only)
+    arms = set(scale.grids) if claims is None else {a for c in claims for a in c.arms}
     paper_seeds = next((r.paper for r in scale.reductions if r.what == "seeds"), "-")
     seeds = Reduction("seeds", paper_seeds, f"fresh paired seeds {seed_start}-{seed_start + looks[-1] - 1} in looks "
-                      f"{', '.join(map(str, looks))} (a replication of the {scale.name} scale)", "more")
+                      f"{', '.join(map(str, looks))} (a replication of the {scale.name} scale)"
+                      + (f", tuned again on tuning seeds {', '.join(map(str, own))}" if tune_seeds else ""), "more")
     return dataclasses.replace(
-        scale, name=f"{scale.name}-rep", only=tuple(c.id for c in claims), replicates=scale.name,
+        scale, name=f"{scale.name}-rep", only=ids, replicates=scale.name, inconclusive_only=claims is None,
         seed_start=seed_start, looks=tuple(looks), max_seeds=looks[-1], cpu_minutes=cpu_minutes, why=why,
-        grids={a: g for a, g in scale.grids.items() if a in arms},
+        tune_seeds=own, grids={a: g for a, g in scale.grids.items() if a in arms},
         cost={a: v for a, v in scale.cost.items() if a in arms},
         reductions=tuple(r for r in scale.reductions if r.what != "seeds") + (seeds,))
 
