@@ -34,6 +34,7 @@ from torch.func import grad_and_value, vmap
 from algorithms.core import Algorithm, CounterRng, Message, splitmix64, stack_trees, tree_map, unstack_tree
 
 from .functional import Batch, FunctionalModel  # noqa: F401 (re-exported: the executors' model)
+from .phases import phase
 
 EXECUTORS = ("sequential", "vectorized")
 
@@ -124,8 +125,6 @@ def client_schedule(indices: np.ndarray, rng: np.random.Generator, local_epochs:
 
 # --------------------------------------------------------------------------------------------------
 # The context an algorithm sees
-
-
 
 class ModelFn:
     """What an objective passed to ``ClientContext.value_and_grad`` receives as ``model_fn``.
@@ -242,12 +241,13 @@ class ClientContext:
 
     # -- data --
     def batch(self, s: int) -> Batch:
-        i, w = self._idx[s], self._w[s]
-        if self.setup.trim_padding and self._lengths is not None:  # sequential: a partial batch is just
-            n = self._lengths[s]  # shorter (padding sits at the end); its length is known on the host
-            if n < i.shape[0]:
-                i, w = i[:n], w[:n]
-        return Batch(self.setup.x[i], self.setup.y[i], w)
+        with phase("data"):
+            i, w = self._idx[s], self._w[s]
+            if self.setup.trim_padding and self._lengths is not None:  # sequential: a partial batch is just
+                n = self._lengths[s]  # shorter (padding sits at the end); its length is known on the host
+                if n < i.shape[0]:
+                    i, w = i[:n], w[:n]
+            return Batch(self.setup.x[i], self.setup.y[i], w)
 
     def criterion(self, out, batch):
         return self.fmodel.criterion(out, batch)
@@ -387,25 +387,26 @@ class SequentialExecutor:
         dev = inputs.x.device
         hyper = {k: torch.tensor(float(v), device=dev) for k, v in share.hyper.items()}
         for job in share.jobs:
-            sch = job.schedule
-            hook = None if share.on_step is None else (
-                lambda s, loss, grads, carry, cid=job.client_id: share.on_step(cid, s, loss, grads, carry))
-            client = ClientShare(sch.idx.to(dev), sch.w.to(dev), None,
-                                 _rng_key(share.seed, inputs.round, job.client_id, dev),
-                                 torch.tensor(sch.steps, device=dev), torch.tensor(float(job.num_samples), device=dev),
-                                 torch.tensor(job.client_id, device=dev), dict(share.buffers), share.lr,
-                                 sch.lengths)
-            ctx = ClientContext(setup, client, hook)
-            up, st = batched_local_update(inputs.alg, ctx, share.downlink, job.state, hyper)
+            with phase("client"):
+                sch = job.schedule
+                hook = None if share.on_step is None else (
+                    lambda s, loss, grads, carry, cid=job.client_id: share.on_step(cid, s, loss, grads, carry))
+                ctx = ClientContext(setup, ClientShare(
+                    sch.idx.to(dev), sch.w.to(dev), None, _rng_key(share.seed, inputs.round, job.client_id, dev),
+                    torch.tensor(sch.steps, device=dev), torch.tensor(float(job.num_samples), device=dev),
+                    torch.tensor(job.client_id, device=dev), dict(share.buffers), share.lr, sch.lengths), hook)
+            with phase("local"):
+                up, st = batched_local_update(inputs.alg, ctx, share.downlink, job.state, hyper)
             ups.append(up)
             states.append(st)
             bufs.append(ctx.buffers)
             losses.append(ctx.loss_sum)
             if setup.record:
                 diags.append(ctx.diagnostics())
-        sums = torch.stack(losses).tolist() if losses else []  # one read per round, not one per client
-        losses = [v / max(j.schedule.steps, 1) for v, j in zip(sums, share.jobs)]
-        return RoundOutput(stack_trees(ups), states, bufs, losses, diags)
+        with phase("client"):
+            sums = torch.stack(losses).tolist() if losses else []  # one read per round, not one per client
+            losses = [v / max(j.schedule.steps, 1) for v, j in zip(sums, share.jobs)]
+            return RoundOutput(stack_trees(ups), states, bufs, losses, diags)
 
 
 def _pad_schedules(jobs: list[ClientJob]):
@@ -503,12 +504,17 @@ class VectorizedExecutor:
         return self._compiled[key], first
 
     def run(self, inputs: RoundInputs) -> list[RoundOutput]:
+        with phase("client"):  # stacking the (run, client) pairs' inputs, splitting their outputs
+            return self._run(inputs)
+
+    def _run(self, inputs: RoundInputs) -> list[RoundOutput]:
         runs, dev = inputs.runs, inputs.x.device
         if any(r.on_step is not None for r in runs):
             raise ValueError("per-step observation needs the sequential executor")
         jobs = [j for r in runs for j in r.jobs]
         sizes = [len(r.jobs) for r in runs]
-        idx, w, active = _pad_schedules(jobs)
+        with phase("data"):
+            idx, w, active = (t.to(dev) for t in _pad_schedules(jobs))
         needs_mask = len({j.schedule.steps for j in jobs}) > 1  # decided on the host: no device read
         width = idx.shape[-1]
         # compiled: the round as a 0-d tensor, an input of the compiled code (an int would be a constant in it,
@@ -518,7 +524,7 @@ class VectorizedExecutor:
         masked = None if self.compile else masked_steps(jobs)
         setup = LocalSetup(inputs.fmodel, inputs.x, inputs.y, inputs.optimizer, round_, inputs.record,
                            weighted=any(n < width for j in jobs for n in j.schedule.lengths), masked_steps=masked)
-        clients = {"idx": idx.to(dev), "w": w.to(dev), "active": active.to(dev),
+        clients = {"idx": idx, "w": w, "active": active,
                    "rng_key": torch.stack([_rng_key(r.seed, inputs.round, j.client_id, dev) for r in runs for j in r.jobs]),
                    "steps": torch.tensor([j.schedule.steps for j in jobs], device=dev),
                    "num_samples": torch.tensor([float(j.num_samples) for j in jobs], device=dev),
@@ -542,9 +548,10 @@ class VectorizedExecutor:
                                  setup.record))
         t0 = time.perf_counter()
         try:
-            out = fn(setup, inputs.alg, runs[0].lr if lr_arg is None else None,
-                     runs[0].downlink if down_arg is None else None, needs_mask, clients, states, lr_arg, down_arg,
-                     hyper)
+            with phase("local"):
+                out = fn(setup, inputs.alg, runs[0].lr if lr_arg is None else None,
+                         runs[0].downlink if down_arg is None else None, needs_mask, clients, states, lr_arg,
+                         down_arg, hyper)
         except RuntimeError as e:
             if not is_vmap_refusal(e):
                 raise
