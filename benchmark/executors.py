@@ -34,6 +34,7 @@ from torch.func import grad_and_value, vmap
 from algorithms.core import Algorithm, CounterRng, Message, splitmix64, stack_trees, tree_map, unstack_tree
 
 from .functional import Batch, FunctionalModel  # noqa: F401 (re-exported: the executors' model)
+from . import vmap_layers
 from .phases import phase
 
 EXECUTORS = ("sequential", "vectorized")
@@ -247,7 +248,9 @@ class ClientContext:
                 n = self._lengths[s]  # shorter (padding sits at the end); its length is known on the host
                 if n < i.shape[0]:
                     i, w = i[:n], w[:n]
-            return Batch(self.setup.x[i], self.setup.y[i], w)
+            if torch.compiler.is_compiling():
+                return Batch(self.setup.x[i], self.setup.y[i], w)
+            return Batch(vmap_layers.gather_rows(self.setup.x, i), vmap_layers.gather_rows(self.setup.y, i), w)
 
     def criterion(self, out, batch):
         return self.fmodel.criterion(out, batch)

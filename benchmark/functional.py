@@ -233,6 +233,9 @@ class FunctionalModel:
         self._channels = {n: module.get_submodule(n).running_mean.shape for n in self.bn_names}
         self.has_dropout = bool(self._variants[True, True].dropout)
         self.eval_module = copy.deepcopy(module).eval()
+        for name, mod in list(self.eval_module.named_modules()):  # the same values, through the faster kernel
+            if _FoldedMaxPool.replaces(mod):
+                _replace(self.eval_module, name, _FoldedMaxPool(torch.nn.modules.utils._pair(mod.kernel_size)))
 
     @property
     def train_module(self) -> torch.nn.Module:
