@@ -92,6 +92,8 @@ class LoopConfig:
     divergence_factor: float | None = None
     # compile the vectorized local update (torch.compile; executors.VectorizedExecutor)
     compile: bool = False
+    # the rounds (1-based) whose scheduled evaluation includes the test set (None: all; the last always does)
+    eval_rounds: frozenset | None = None
 
 
 @dataclass
@@ -327,12 +329,18 @@ def aggregate(run: RunState, r: int, ids: np.ndarray, jobs: list[ex.ClientJob], 
     return info, weights
 
 
-def evaluate(run: RunState, params: torch.Tensor, entry: dict) -> bool:
-    """Fill the entry's test and training losses (and accuracy) at ``params``; False if non-finite."""
+def evaluate(run: RunState, params: torch.Tensor, entry: dict, test: bool = True) -> bool:
+    """Fill the entry's test (``test``) and training losses (and accuracy) at ``params``; False if non-finite."""
     d, fm = run.data, run.fmodel
-    entry["test_loss"], entry["test_accuracy"] = fm.evaluate(params, run.buffers, d.x_test, d.y_test)
+    if test:
+        entry["test_loss"], entry["test_accuracy"] = fm.evaluate(params, run.buffers, d.x_test, d.y_test)
     entry["train_loss"], _ = fm.evaluate(params, run.buffers, d.x_train[run.train_idx], d.y_train[run.train_idx])
-    return math.isfinite(entry["test_loss"]) and math.isfinite(entry["train_loss"])
+    return (not test or math.isfinite(entry["test_loss"])) and math.isfinite(entry["train_loss"])
+
+
+def tests_at(cfg: LoopConfig, r: int) -> bool:
+    """Whether round ``r`` (1-based), when it evaluates, evaluates the test set too (``cfg.eval_rounds``)."""
+    return cfg.eval_rounds is None or r in cfg.eval_rounds or r == cfg.rounds
 
 
 def _step_hook(run: RunState, r: int, observers: Sequence):
@@ -392,7 +400,7 @@ def end_round(run: RunState, plan: RoundPlan, out: ex.RoundOutput, observers: Se
     diverged = not _finite(params) or not math.isfinite(entry["local_loss"])
     if not diverged and ((r + 1) % cfg.eval_every == 0 or r + 1 == cfg.rounds):
         with phase("evaluate"):
-            diverged = not evaluate(run, params, entry)
+            diverged = not evaluate(run, params, entry, tests_at(cfg, r + 1))
     grown = None if diverged or entry["train_loss"] is None else \
         loss_growth(entry["train_loss"], run.initial_train_loss, cfg.divergence_factor)
     entry["wall_time"] = time.perf_counter() - run.t_start

@@ -23,7 +23,7 @@ from benchmark.experiment import code_version
 from . import is_own
 from .claim import Budget
 from .judge import Judge
-from .metrics import COMPANIONS
+from .metrics import COMPANIONS, rounds_read
 from .scale import CpuScale, FullScale, arm_matches, paper_scales
 
 
@@ -38,6 +38,16 @@ def needed(claims) -> list[tuple[str, str]]:
     return out
 
 
+def evaluating(base, claims):
+    """``base`` evaluating the test set only at the rounds the claims' metrics (and their companions) read
+    (``metrics.rounds_read``; issue 45): unchanged where they read every evaluated round."""
+    import dataclasses
+
+    metrics = {c.metric for c in claims}
+    metrics |= {COMPANIONS[m] for m in metrics if m in COMPANIONS}
+    return dataclasses.replace(base, eval_rounds=rounds_read(metrics, base.rounds, base.eval_every))
+
+
 def runs_folder(results_root, version: str | None, scale_name: str) -> Path:
     v = version or code_version()["package"]
     base = Path(results_root) / "claims" / v
@@ -46,8 +56,10 @@ def runs_folder(results_root, version: str | None, scale_name: str) -> Path:
 
 def cells(paper, scale: CpuScale) -> dict:
     """The tuning cells of every (setting, arm) of ``paper`` at ``scale`` (no runs): {(setting, arm): [exp]}."""
-    return {(s, a): [e for _, _, e in tuning.tuning_cells(scale.base(s, paper.ARMS[a]), scale.plan(a))]
-            for s, a in needed(claims_at(scale, paper.CLAIMS))}
+    claims = claims_at(scale, paper.CLAIMS)
+    return {(s, a): [e for _, _, e in tuning.tuning_cells(evaluating(scale.base(s, paper.ARMS[a]), claims),
+                                                          scale.plan(a))]
+            for s, a in needed(claims)}
 
 
 def _records(folder: Path) -> dict[str, dict]:
@@ -90,7 +102,7 @@ def run_cpu(paper, scale: CpuScale, claims: list, folder: Path, looks: tuple, se
     ``cpu_seconds``; returns the judge, the tuning summary and the cell counts (with "cell_seconds").
     ``run_missing=False``: judge the recorded runs only, raising ``UnderWay`` where a look's runs are missing."""
     pairs = needed(claims)
-    bases = {(s, a): scale.base(s, paper.ARMS[a]) for s, a in pairs}
+    bases = {(s, a): evaluating(scale.base(s, paper.ARMS[a]), claims) for s, a in pairs}
     plans = {(s, a): scale.plan(a) for s, a in pairs}
     if not run_missing:
         _require([e for k in pairs for _, _, e in tuning.tuning_cells(bases[k], plans[k])], folder, "tuning")
