@@ -248,8 +248,6 @@ class ClientContext:
                 n = self._lengths[s]  # shorter (padding sits at the end); its length is known on the host
                 if n < i.shape[0]:
                     i, w = i[:n], w[:n]
-            if torch.compiler.is_compiling():
-                return Batch(self.setup.x[i], self.setup.y[i], w)
             return Batch(vmap_layers.gather_rows(self.setup.x, i), vmap_layers.gather_rows(self.setup.y, i), w)
 
     def criterion(self, out, batch):
@@ -565,9 +563,7 @@ class VectorizedExecutor:
 
 
 def _split(out, jobs: list[ClientJob], sizes: list[int], steps: torch.Tensor, alone: bool) -> list[RoundOutput]:
-    """The vmapped results, one ``RoundOutput`` per run (in the order of the (run, client) pairs).
-
-    A batched run's uplinks are copied out of the group's stacked tensors (a fresh, aligned allocation, as
+    """The vmapped results, one ``RoundOutput`` per run (in the order of the (run, client) pairs). A batched run's uplinks are copied out of the group's stacked tensors (a fresh, aligned allocation, as
     a run alone gets), not left as views at an offset: BLAS reductions over the clients (a dot product of
     per-client scalars, e.g. GraB-FedAvg's alpha_t) round differently with the data's memory alignment,
     so a view made a batched record differ from the run alone in the last bits."""

@@ -133,8 +133,8 @@ class _Gather(_Backward):
 
 def gather_rows(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
     """``x[i]`` for an integer index tensor ``i`` (rows of the data; not differentiable), through one
-    ``index_select``, with or without vmap (module docstring)."""
-    return _Gather.apply(x, i)
+    ``index_select``, with or without vmap (module docstring); plain indexing while compiling."""
+    return x[i] if torch.compiler.is_compiling() else _Gather.apply(x, i)
 
 
 class _MaxPoolBackward(_Backward):
