@@ -248,7 +248,7 @@ class ClientContext:
                 n = self._lengths[s]  # shorter (padding sits at the end); its length is known on the host
                 if n < i.shape[0]:
                     i, w = i[:n], w[:n]
-            return Batch(vmap_layers.gather_rows(self.setup.x, i), vmap_layers.gather_rows(self.setup.y, i), w)
+            return Batch(vmap_layers.gather_rows(self.setup.x, i), self.setup.y[i], w)
 
     def criterion(self, out, batch):
         return self.fmodel.criterion(out, batch)
@@ -365,11 +365,11 @@ class RoundInputs:
     record: bool = False  # collect diagnostics
 
 
-def _rng_key(seed: int, round_: int, client_id: int, device) -> torch.Tensor:
-    k = torch.tensor([seed, round_, client_id], dtype=torch.int64, device=device)
-    z = splitmix64(k[0])
-    z = splitmix64(z ^ k[1])
-    return splitmix64(z ^ k[2])
+def _rng_keys(seed: int, round_: int, client_ids, device) -> torch.Tensor:
+    """splitmix64(splitmix64(splitmix64(seed) ^ round) ^ client) of all ``client_ids`` at once (elementwise)."""
+    k = torch.tensor([seed, round_], dtype=torch.int64, device=device)
+    z = splitmix64(splitmix64(k[0]) ^ k[1])
+    return splitmix64(z ^ torch.as_tensor(client_ids, dtype=torch.int64, device=device))
 
 
 class SequentialExecutor:
@@ -387,13 +387,14 @@ class SequentialExecutor:
         ups, states, bufs, losses, diags = [], [], [], [], []
         dev = inputs.x.device
         hyper = {k: torch.tensor(float(v), device=dev) for k, v in share.hyper.items()}
-        for job in share.jobs:
+        keys = _rng_keys(share.seed, inputs.round, [j.client_id for j in share.jobs], dev)
+        for job, key in zip(share.jobs, keys):
             with phase("client"):
                 sch = job.schedule
                 hook = None if share.on_step is None else (
                     lambda s, loss, grads, carry, cid=job.client_id: share.on_step(cid, s, loss, grads, carry))
                 ctx = ClientContext(setup, ClientShare(
-                    sch.idx.to(dev), sch.w.to(dev), None, _rng_key(share.seed, inputs.round, job.client_id, dev),
+                    sch.idx.to(dev), sch.w.to(dev), None, key,
                     torch.tensor(sch.steps, device=dev), torch.tensor(float(job.num_samples), device=dev),
                     torch.tensor(job.client_id, device=dev), dict(share.buffers), share.lr, sch.lengths), hook)
             with phase("local"):
@@ -526,7 +527,7 @@ class VectorizedExecutor:
         setup = LocalSetup(inputs.fmodel, inputs.x, inputs.y, inputs.optimizer, round_, inputs.record,
                            weighted=any(n < width for j in jobs for n in j.schedule.lengths), masked_steps=masked)
         clients = {"idx": idx, "w": w, "active": active,
-                   "rng_key": torch.stack([_rng_key(r.seed, inputs.round, j.client_id, dev) for r in runs for j in r.jobs]),
+                   "rng_key": torch.cat([_rng_keys(r.seed, inputs.round, [j.client_id for j in r.jobs], dev) for r in runs]),
                    "steps": torch.tensor([j.schedule.steps for j in jobs], device=dev),
                    "num_samples": torch.tensor([float(j.num_samples) for j in jobs], device=dev),
                    "client_id": torch.tensor([j.client_id for j in jobs], device=dev),
