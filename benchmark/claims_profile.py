@@ -4,13 +4,13 @@ One run of each given experiment (the CLI passes one cell of each paper's decidi
 ``theory.empirical``), planned and executed as the claims run it alone (``benchmark.plan``: one job, at one
 torch thread), with a ``benchmark.phases.Clock`` active: CPU seconds (``time.process_time``) per phase,
 exclusive, so the phases add up to the run's CPU time. A cell may run fewer rounds than its scale (``rounds``):
-the shares are then per round of the rounds run, and the record states the reduction; the run's full cost is
+the shares are then per round of the rounds run (the evaluations those of the shortened run: the claims' metrics
+read its last rounds), and the record states the reduction; the run's full cost is
 extrapolated as job + rounds x (CPU per round run), which understates algorithms whose rounds get dearer later
 (GradMA's server memory fills over its first rounds).
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import os
 import time
@@ -24,10 +24,11 @@ LABELS = {"local": "local steps", "evaluate": "evaluation", "server": "aggregati
           "job": "overhead per job"}
 
 
-def profile_cell(exp, rounds: int | None = None, threads: int = 1, label: str = "") -> dict:
-    """The CPU seconds of one run of ``exp`` (at most ``rounds`` rounds) by phase (module docstring)."""
-    full = exp.rounds
-    run_exp = dataclasses.replace(exp, rounds=min(full, rounds)) if rounds else exp
+def profile_cell(exp, full: int | None = None, threads: int = 1, label: str = "") -> dict:
+    """The CPU seconds of one run of ``exp`` by phase (module docstring); ``full``: the rounds of the scale it
+    shortens (default: its own)."""
+    full = full or exp.rounds
+    run_exp = exp
     job = plan.plan_one(run_exp, threads=threads)
     with phases.measuring() as clock:
         c0 = time.process_time()
@@ -41,23 +42,24 @@ def profile_cell(exp, rounds: int | None = None, threads: int = 1, label: str = 
     evals = sum(1 for h in result.history if h.get("test_accuracy") is not None or h.get("test_loss") is not None)
     return {"label": label, "algorithm": exp.algorithm, "model": exp.model, "executor": job.executor,
             "rounds_run": n, "rounds_full": full, "eval_every": exp.eval_every, "evaluations": evals,
-            "config_hash": exp.config_hash(), "status": result.status, "cpu_seconds": total, "seconds": secs,
+            "config_hash": exp.config_hash(), "config": result.config, "status": result.status, "cpu_seconds": total, "seconds": secs,
             "calls": dict(clock.calls), "shares": {p: secs[p] / total for p in phases.PHASES},
             "per_round": per_round, "per_client": secs["client"] / max(1, clients),
             "per_evaluation": secs["evaluate"] / max(1, evals),
             "run_cpu_extrapolated": secs["job"] + full * sum(per_round.values())}
 
 
-def profile_cells(cells: list[tuple[str, object]], rounds: int | None = None, threads: int = 1, log=None) -> dict:
-    """``profile_cell`` of every (label, experiment) in ``cells``, with the machine's state and the code."""
+def profile_cells(cells: list[tuple[str, object, int]], threads: int = 1, log=None) -> dict:
+    """``profile_cell`` of every (label, experiment, the scale's rounds) in ``cells``, with the machine's state and
+    the code."""
     load0 = _load()
     out = []
-    for label, exp in cells:
+    for label, exp, full in cells:
         if log:
-            log(f"profiling {label} ({exp.algorithm}, {min(exp.rounds, rounds or exp.rounds)} of {exp.rounds} rounds)")
-        out.append(profile_cell(exp, rounds, threads, label))
-    return {"schema": 1, "date": datetime.datetime.now().isoformat(timespec="seconds"), "code": code_version(),
-            "threads": threads, "rounds_cap": rounds, "cpus": os.cpu_count(), "load_start": load0,
+            log(f"profiling {label} ({exp.algorithm}, {exp.rounds} of {full} rounds)")
+        out.append(profile_cell(exp, full, threads, label))
+    return {"schema": 2, "date": datetime.datetime.now().isoformat(timespec="seconds"), "code": code_version(),
+            "threads": threads, "cpus": os.cpu_count(), "load_start": load0,
             "load_end": _load(), "cells": out}
 
 

@@ -31,18 +31,18 @@ def test_no_clock_no_measurement():
 
 
 def test_profile_of_a_run_covers_its_cpu_time_and_changes_no_number():
+    import dataclasses
+
     from benchmark import plan
 
     exp = Experiment(dataset="digits", model="mlp", num_clients=4, clients_per_round=2, rounds=3, batch_size=16,
                      eval_every=2, seed=3, executor="sequential")
-    r = profile_cell(exp, rounds=2, label="digits")
+    r = profile_cell(dataclasses.replace(exp, rounds=2), full=3, label="digits")
     assert r["rounds_run"] == 2 and r["rounds_full"] == 3 and r["evaluations"] == 1  # round 2 of 2
     assert abs(sum(r["seconds"].values()) - r["cpu_seconds"]) < 1e-6 * max(1.0, r["cpu_seconds"])
     assert r["seconds"]["local"] > 0 and r["seconds"]["evaluate"] > 0 and r["calls"]["data"] >= 2
     assert "| digits | sequential | 2 (3) | 1 |" in markdown({"code": {}, "date": "d", "threads": 1, "load_start": None,
                                                           "load_end": None, "cpus": 2, "cells": [r]})
-    import dataclasses
-
     plain = plan.run(dataclasses.replace(exp, rounds=2), threads=1)
     with phases.measuring():
         measured = plan.run(dataclasses.replace(exp, rounds=2), threads=1)

@@ -34,17 +34,24 @@ def cmd_bench(a) -> int:
     return 0 if ok else 1
 
 
-def claims_cells(papers: list[str] | None = None) -> list[tuple[str, object]]:
+def claims_cells(papers: list[str] | None = None, rounds: int | None = None) -> list[tuple[str, object, int]]:
     """One cell of each paper's deciding scale (its first CPU scale, the scales of the 0.3.0 claims report): the
-    first comparison of its first claim, the measured arm, seed 0, at the scale's own settings."""
+    first comparison of its first claim, the measured arm, seed 0, at the scale's settings, at most ``rounds``
+    rounds, evaluating as the claims do (``theory.empirical.run.evaluating``); with the scale's rounds."""
+    import dataclasses
+
     from theory.empirical import paper, papers as all_papers
+    from theory.empirical.run import claims_at, evaluating
     from theory.empirical.scale import paper_scales
 
     out = []
     for m in ([paper(p) for p in papers] if papers else all_papers()):
         sc = paper_scales(m, "cpu")[0]
         comp = m.CLAIMS[0].comparisons[0]
-        out.append((f"{m.PAPER} {sc.name} ({comp.setting}, {comp.a})", sc.base(comp.setting, m.ARMS[comp.a])))
+        base = sc.base(comp.setting, m.ARMS[comp.a])
+        short = dataclasses.replace(base, rounds=min(base.rounds, rounds or base.rounds))
+        out.append((f"{m.PAPER} {sc.name} ({comp.setting}, {comp.a})", evaluating(short, claims_at(sc, m.CLAIMS)),
+                    base.rounds))
     return out
 
 
@@ -52,7 +59,7 @@ def _profile_claims(a, log) -> int:
     from .. import claims_profile
 
     papers = [p.strip() for p in a.papers.split(",") if p.strip()] if a.papers else None
-    result = claims_profile.profile_cells(claims_cells(papers), a.profile_rounds or None, a.threads or 1, log)
+    result = claims_profile.profile_cells(claims_cells(papers, a.profile_rounds or None), a.threads or 1, log)
     md = claims_profile.markdown(result)
     if a.out:
         os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
