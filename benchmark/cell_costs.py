@@ -51,7 +51,7 @@ def run_seconds(exp, profile: dict | None = None, device_type: str = "cpu", mode
     ref = cost.cell_work(Experiment(**{**fields, "rounds": c["rounds_run"], "model": c["config"]["model"],
                                        "dataset": c["config"]["dataset"]}))
     work = cost.cell_work(exp)
-    per, n = c["per_round"], c["rounds_run"]
+    per = c["per_round"]
     scale = (work["clients_per_round"] * work["steps"]) / (ref["clients_per_round"] * ref["steps"])
     train = exp.rounds * scale * sum(per[p] for p in ("local", "data", "client", "round"))
     server = exp.rounds * per["server"] if exp.algorithm == c["algorithm"] else 0.0
