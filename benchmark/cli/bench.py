@@ -14,6 +14,8 @@ def cmd_bench(a) -> int:
     log = None if a.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
     if a.profile_claims:
         return _profile_claims(a, log)
+    if a.vs_pfl:
+        return _vs_pfl(a, log)
     if a.counts:
         return _counts(a, log)
     if a.compile:
@@ -69,6 +71,25 @@ def _profile_claims(a, log) -> int:
             f.write(md)
         print(f"wrote {a.out} and {os.path.splitext(a.out)[0]}.md", file=sys.stderr)
     print(json.dumps(result, indent=1) if a.json else md)
+    return 0
+
+
+def _vs_pfl(a, log) -> int:
+    from ..pfl import compare
+
+    result = compare.compare(repeats=a.repeats or 3, threads=a.threads or 1, log=log)
+    text = json.dumps(result, indent=1)
+    if a.out:
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+    if "skipped" in result:
+        print(f"fedrepro bench --vs-pfl: skipped: {result['skipped']}", file=sys.stderr)
+        return 0
+    print(text if a.json else f"{result['work']}: fedrepro {result['best']['fedrepro']['cpu']:.3f} CPU-s "
+          f"({result['best']['fedrepro']['wall']:.3f} s wall), pfl {result['best']['pfl']['cpu']:.3f} CPU-s "
+          f"({result['best']['pfl']['wall']:.3f} s wall), each side's best: fedrepro "
+          f"{result['fedrepro_over_pfl_cpu']:.2f}x pfl in CPU time, {result['fedrepro_over_pfl_wall']:.2f}x in wall time")
     return 0
 
 
@@ -156,6 +177,9 @@ def add_parser(sub) -> None:
     p.add_argument("--profile-claims", action="store_true", help="instead of timing: where the CPU time of one cell "
                    "of each paper's deciding claims scale goes (local steps, evaluation, aggregation, data movement, "
                    "overhead per round, client and job; benchmark.claims_profile); --out FILE.json also writes FILE.md")
+    p.add_argument("--vs-pfl", action="store_true", help="instead of timing: fedrepro against pfl-research on issue "
+                   "45's small FedAvg work, each in its own process, best of --repeats (default 3); pfl is installed in "
+                   "its own venv ($FEDREPRO_PFL_VENV, default ~/.cache/fedrepro/pfl-venv), skipped where it cannot be")
     p.add_argument("--papers", help="with --profile-claims: comma-separated papers (default: all)")
     p.add_argument("--profile-rounds", type=int, default=40, help="with --profile-claims: at most this many rounds "
                    "per cell, shares per round (default 40; 0: the scale's rounds)")
