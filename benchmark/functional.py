@@ -38,6 +38,7 @@ from . import vmap_layers
 
 _STREAM = 0x94D049BB133111EB  # CounterRng: stream of draw c = splitmix64(key + c * _STREAM)
 _NO_STREAM = torch.zeros(0, dtype=torch.int64)  # a forward without an rng: dropout off
+EVAL_CHUNK = 512  # samples per evaluation forward of a convolutional model on a CPU (FunctionalModel._eval_forward)
 
 
 class Batch(NamedTuple):
@@ -233,6 +234,7 @@ class FunctionalModel:
         self._channels = {n: module.get_submodule(n).running_mean.shape for n in self.bn_names}
         self.has_dropout = bool(self._variants[True, True].dropout)
         self.eval_module = copy.deepcopy(module).eval()
+        self._conv = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules())
         for name, mod in list(self.eval_module.named_modules()):  # the same values, through the faster kernel
             if _FoldedMaxPool.replaces(mod):
                 _replace(self.eval_module, name, _FoldedMaxPool(torch.nn.modules.utils._pair(mod.kernel_size)))
@@ -339,6 +341,15 @@ class FunctionalModel:
             per = per.reshape(per.shape[0], -1).mean(dim=1)
         return (per * w).sum() / w.sum()
 
+    def _eval_forward(self, state: dict, x: torch.Tensor) -> torch.Tensor:
+        """The eval-mode outputs of ``x``; for a convolutional model on a CPU, in chunks of :data:`EVAL_CHUNK`
+        samples whose activations stay in cache (2x faster for the claims' CNNs; each sample's output is the
+        same bit for bit, so the losses summed over the whole batch are too: golden histories)."""
+        if not self._conv or x.device.type != "cpu" or len(x) <= EVAL_CHUNK:
+            return functional_call(self.eval_module, state, (x,))
+        return torch.cat([functional_call(self.eval_module, state, (x[i:i + EVAL_CHUNK],))
+                          for i in range(0, len(x), EVAL_CHUNK)])
+
     @torch.no_grad()
     def evaluate(self, flat: torch.Tensor, buffers: dict, x: torch.Tensor, y: torch.Tensor,
                  batch_size: int = 4096) -> tuple[float, float]:
@@ -347,7 +358,7 @@ class FunctionalModel:
         state.update(buffers)
         total, correct, n = 0.0, 0, len(x)
         for i in range(0, n, batch_size):
-            out = functional_call(self.eval_module, state, (x[i:i + batch_size],))
+            out = self._eval_forward(state, x[i:i + batch_size])
             yb = y[i:i + batch_size]
             if self.loss == "squared_hinge":
                 s_ = out.reshape(-1)
