@@ -101,7 +101,7 @@ def client_schedule(indices: np.ndarray, rng: np.random.Generator, local_epochs:
     if n == 0:
         raise ValueError("a client with no samples cannot train")
     b = n if batch_size is None else min(int(batch_size), n)
-    rows, weights, lengths = [], [], []
+    rows, lengths = [], []
     if local_steps is not None:
         need = local_steps * b
         perms = []
@@ -109,19 +109,17 @@ def client_schedule(indices: np.ndarray, rng: np.random.Generator, local_epochs:
             perms.append(indices[rng.permutation(n)])
         flat = np.concatenate(perms)[:need].reshape(local_steps, b)
         return Schedule(torch.from_numpy(flat.astype(np.int64)), torch.ones(local_steps, b), (b,) * local_steps)
-    for _ in range(local_epochs):
+    full, rem = divmod(n, b)
+    for _ in range(local_epochs):  # full batches, then the partial one padded with copies of its first sample
         perm = indices[rng.permutation(n)]
-        for start in range(0, n, b):
-            chunk = perm[start:start + b]
-            lengths.append(len(chunk))
-            w = np.ones(b, dtype=np.float32)
-            if len(chunk) < b:  # pad the partial batch with zero-weight copies of its first sample
-                w[len(chunk):] = 0.0
-                chunk = np.concatenate([chunk, np.full(b - len(chunk), chunk[0])])
-            rows.append(chunk)
-            weights.append(w)
-    return Schedule(torch.from_numpy(np.stack(rows).astype(np.int64)), torch.from_numpy(np.stack(weights)),
-                    tuple(lengths))
+        rows.append(perm[:full * b].reshape(full, b))
+        lengths += [b] * full + ([rem] if rem else [])
+        if rem:
+            rows.append(np.concatenate([perm[full * b:], np.full(b - rem, perm[full * b])])[None])
+    w = np.ones((len(lengths), b), dtype=np.float32)
+    if rem:
+        w[full::full + 1, rem:] = 0.0  # the last batch of every epoch: zero-weight padding
+    return Schedule(torch.from_numpy(np.concatenate(rows).astype(np.int64)), torch.from_numpy(w), tuple(lengths))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -251,7 +249,7 @@ class ClientContext:
             return Batch(vmap_layers.gather_rows(self.setup.x, i), self.setup.y[i], w)
 
     def criterion(self, out, batch):
-        return self.fmodel.criterion(out, batch)
+        return self.fmodel.criterion(out, batch, vectorized=not self.setup.trim_padding)
 
     # -- gradients --
     def value_and_grad(self, f: Callable, args: Any, batch: Batch, update_stats: bool = True):
@@ -414,6 +412,9 @@ class SequentialExecutor:
 def _pad_schedules(jobs: list[ClientJob]):
     """Stack the clients' schedules: (idx, w, active) of shapes (K, S, B), (K, S, B), (K, S)."""
     k = len(jobs)
+    if len({tuple(j.schedule.idx.shape) for j in jobs}) == 1:  # the usual case: nothing to pad
+        return (torch.stack([j.schedule.idx for j in jobs]), torch.stack([j.schedule.w for j in jobs]),
+                torch.ones(k, jobs[0].schedule.steps, dtype=torch.bool))
     max_steps = max(j.schedule.steps for j in jobs)
     max_b = max(j.schedule.idx.shape[1] for j in jobs)
     idx = torch.zeros(k, max_steps, max_b, dtype=torch.int64)
@@ -431,9 +432,8 @@ def _pad_schedules(jobs: list[ClientJob]):
 
 
 def masked_steps(jobs: list[ClientJob]) -> tuple[bool, ...]:
-    """Per local step of the stacked schedules, whether some client has run all of its own steps by then
-    (its carry is kept there by a ``where``; at a step every client runs, ``where(True, new, old)`` would
-    only copy ``new``): the steps from the fewest steps of a client on."""
+    """Per stacked local step, whether some client has run all of its own steps by then (its carry is kept by a
+    ``where``; at a step every client runs it would only copy): the steps from the fewest steps of a client on."""
     fewest = min(j.schedule.steps for j in jobs)
     return tuple(s >= fewest for s in range(max(j.schedule.steps for j in jobs)))
 
