@@ -5,7 +5,9 @@ A run is matched with the profiled cell of the same dataset, model and model opt
 cost is that cell's, scaled by the work (``benchmark.cost.cell_work``): local training, data movement and the
 per-client and per-round overhead by sampled clients x local steps per round, evaluation by evaluated samples (test
 and training objective), the server by rounds where the algorithm is the cell's own (another algorithm's server is
-taken as FedAvg's: negligible), the job as measured. Without a matching cell: ``benchmark.cost``'s FLOPs model
+taken as FedAvg's: negligible), the job as measured. Another algorithm's local steps are taken as the cell's (one
+cell per paper is profiled): GradMA's QP_l makes its baselines' estimates 5-8x too high, FedBAT's and LFL's
+quantizers add about 10-20%; the source says so. Without a matching cell: ``benchmark.cost``'s FLOPs model
 (``estimate_cell``), which does not know an algorithm's own arithmetic and underestimates small CNNs several-fold.
 """
 from __future__ import annotations
@@ -56,5 +58,7 @@ def run_seconds(exp, profile: dict | None = None, device_type: str = "cpu", mode
     train = exp.rounds * scale * sum(per[p] for p in ("local", "data", "client", "round"))
     server = exp.rounds * per["server"] if exp.algorithm == c["algorithm"] else 0.0
     evaluation = c["seconds"]["evaluate"] * work["eval_forwards"] / max(1.0, ref["eval_forwards"])
+    other = "" if exp.algorithm == c["algorithm"] else \
+        f"; {c['algorithm']}'s local steps stand for {exp.algorithm}'s (an overestimate where {c['algorithm']} adds work)"
     return {"seconds": train + server + evaluation + c["seconds"]["job"],
-            "source": f"profiled cell {c['label']} ({profile['_path'] if '_path' in profile else 'profile'})"}
+            "source": f"profiled cell {c['label']} ({profile.get('_path', 'profile')}){other}"}
