@@ -344,8 +344,9 @@ def cell_work(exp) -> dict:
     b = n_i if exp.batch_size is None else min(exp.batch_size, n_i)
     steps = exp.local_steps if exp.local_steps is not None else exp.local_epochs * math.ceil(n_i / b)
     per_client = exp.local_steps * b if exp.local_steps is not None else exp.local_epochs * n_i
-    evals = len({r for r in range(1, exp.rounds + 1) if r % exp.eval_every == 0} | {exp.rounds})
-    eval_fwd = evals * (ds["test"] + min(ds["train"], exp.eval_train_samples or ds["train"]))
+    scheduled = {r for r in range(1, exp.rounds + 1) if r % exp.eval_every == 0} | {exp.rounds}
+    tests = scheduled if exp.eval_rounds is None else scheduled & (set(exp.eval_rounds) | {exp.rounds})
+    eval_fwd = len(tests) * ds["test"] + len(scheduled) * min(ds["train"], exp.eval_train_samples or ds["train"])
     return {"sample_gradients": float(exp.rounds * k * per_client), "eval_forwards": float(eval_fwd),
             "clients_per_round": k, "steps": float(steps), "batch": float(b), **ds}
 

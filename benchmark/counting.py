@@ -159,13 +159,17 @@ def counting():
     Yields a :class:`Counts`, filled when the block exits."""
     from torch.utils.flop_counter import FlopCounterMode
 
+    from . import vmap_layers
+
     counts = Counts()
 
     flops = FlopCounterMode(display=False)
+    cpu_kernels, vmap_layers.CPU_KERNELS = vmap_layers.CPU_KERNELS, False  # the device's kernels are counted
     try:
         with _host_reads(counts), flops, _Mode(counts):
             yield counts
     finally:
+        vmap_layers.CPU_KERNELS = cpu_kernels
         counts.flops = int(flops.get_total_flops())
 
 

@@ -66,6 +66,7 @@ from algorithms.core import Algorithm, Message, RoundInfo, tree_map
 
 from . import executors as ex
 from .federated_dataset import FederatedDataset
+from .phases import phase
 
 
 #: the divergence rule beyond NaN (``Experiment.divergence_factor``, module docstring): 100 = two orders of
@@ -91,6 +92,8 @@ class LoopConfig:
     divergence_factor: float | None = None
     # compile the vectorized local update (torch.compile; executors.VectorizedExecutor)
     compile: bool = False
+    # the rounds (1-based) whose scheduled evaluation includes the test set (None: all; the last always does)
+    eval_rounds: frozenset | None = None
 
 
 @dataclass
@@ -282,8 +285,9 @@ def start(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, pa
                    sample_rng=np.random.default_rng([cfg.seed, 1]),
                    train_idx=torch.from_numpy(np.sort(train_idx)).to(dev), t_start=time.perf_counter())
     if cfg.divergence_factor is not None:
-        run.initial_train_loss, _ = fmodel.evaluate(params0, run.buffers, data.x_train[run.train_idx],
-                                                    data.y_train[run.train_idx])
+        with phase("evaluate"):
+            run.initial_train_loss, _ = fmodel.evaluate(params0, run.buffers, data.x_train[run.train_idx],
+                                                        data.y_train[run.train_idx])
     return run
 
 
@@ -325,12 +329,18 @@ def aggregate(run: RunState, r: int, ids: np.ndarray, jobs: list[ex.ClientJob], 
     return info, weights
 
 
-def evaluate(run: RunState, params: torch.Tensor, entry: dict) -> bool:
-    """Fill the entry's test and training losses (and accuracy) at ``params``; False if non-finite."""
+def evaluate(run: RunState, params: torch.Tensor, entry: dict, test: bool = True) -> bool:
+    """Fill the entry's test (``test``) and training losses (and accuracy) at ``params``; False if non-finite."""
     d, fm = run.data, run.fmodel
-    entry["test_loss"], entry["test_accuracy"] = fm.evaluate(params, run.buffers, d.x_test, d.y_test)
+    if test:
+        entry["test_loss"], entry["test_accuracy"] = fm.evaluate(params, run.buffers, d.x_test, d.y_test)
     entry["train_loss"], _ = fm.evaluate(params, run.buffers, d.x_train[run.train_idx], d.y_train[run.train_idx])
-    return math.isfinite(entry["test_loss"]) and math.isfinite(entry["train_loss"])
+    return (not test or math.isfinite(entry["test_loss"])) and math.isfinite(entry["train_loss"])
+
+
+def tests_at(cfg: LoopConfig, r: int) -> bool:
+    """Whether round ``r`` (1-based), when it evaluates, evaluates the test set too (``cfg.eval_rounds``)."""
+    return cfg.eval_rounds is None or r in cfg.eval_rounds or r == cfg.rounds
 
 
 def _step_hook(run: RunState, r: int, observers: Sequence):
@@ -361,8 +371,10 @@ def begin_round(run: RunState, observers: Sequence = ()) -> RoundPlan:
     r, cfg, alg = run.round, run.cfg, run.alg
     lr = round_lr(cfg, r)
     ids = sample_clients(run)
-    jobs = client_jobs(run, r, ids)
-    downlink = alg.broadcast(run.server)
+    with phase("data"):
+        jobs = client_jobs(run, r, ids)
+    with phase("server"):
+        downlink = alg.broadcast(run.server)
     _emit(observers, "on_round_start", run, RoundStart(r, ids, lr, run.server, downlink))
     return RoundPlan(r, lr, ids, jobs, downlink, any(getattr(o, "diagnostics", False) for o in observers))
 
@@ -379,14 +391,16 @@ def end_round(run: RunState, plan: RoundPlan, out: ex.RoundOutput, observers: Se
             _emit(observers, "on_client", run, ClientUpdate(r, cid, up, out.states[i], out.local_loss[i], diag))
 
     before = run.server
-    info, weights = aggregate(run, r, ids, plan.jobs, out, plan.lr)
+    with phase("server"):
+        info, weights = aggregate(run, r, ids, plan.jobs, out, plan.lr)
     params = alg.global_params(run.server)
     entry = {"round": r + 1, "bits_up": int(out.uplinks.bits), "bits_down": int(downlink.bits) * len(ids),
              "local_loss": float(np.mean(out.local_loss)), "test_accuracy": None, "test_loss": None,
              "train_loss": None}
     diverged = not _finite(params) or not math.isfinite(entry["local_loss"])
     if not diverged and ((r + 1) % cfg.eval_every == 0 or r + 1 == cfg.rounds):
-        diverged = not evaluate(run, params, entry)
+        with phase("evaluate"):
+            diverged = not evaluate(run, params, entry, tests_at(cfg, r + 1))
     grown = None if diverged or entry["train_loss"] is None else \
         loss_growth(entry["train_loss"], run.initial_train_loss, cfg.divergence_factor)
     entry["wall_time"] = time.perf_counter() - run.t_start
@@ -439,13 +453,14 @@ def run_rounds(runs: Sequence[RunState], executor: str, hypers: Sequence[dict] |
                 yield i, result
         if not active:
             return
-        plans = [begin_round(runs[i], observers[i]) for i in active]
-        outs = local_training([runs[i] for i in active], plans, runner, [hypers[i] for i in active],
-                              [observers[i] for i in active])
-        for i, plan, out in zip(active, plans, outs):
-            end_round(runs[i], plan, out, observers[i])
-        if after_round is not None:
-            after_round([runs[i] for i in active])
+        with phase("round"):
+            plans = [begin_round(runs[i], observers[i]) for i in active]
+            outs = local_training([runs[i] for i in active], plans, runner, [hypers[i] for i in active],
+                                  [observers[i] for i in active])
+            for i, plan, out in zip(active, plans, outs):
+                end_round(runs[i], plan, out, observers[i])
+            if after_round is not None:
+                after_round([runs[i] for i in active])
 
 
 def finish(run: RunState, executor: str, compile_seconds: float = 0.0) -> LoopResult:

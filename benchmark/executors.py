@@ -34,6 +34,8 @@ from torch.func import grad_and_value, vmap
 from algorithms.core import Algorithm, CounterRng, Message, splitmix64, stack_trees, tree_map, unstack_tree
 
 from .functional import Batch, FunctionalModel  # noqa: F401 (re-exported: the executors' model)
+from . import vmap_layers
+from .phases import phase
 
 EXECUTORS = ("sequential", "vectorized")
 
@@ -99,7 +101,7 @@ def client_schedule(indices: np.ndarray, rng: np.random.Generator, local_epochs:
     if n == 0:
         raise ValueError("a client with no samples cannot train")
     b = n if batch_size is None else min(int(batch_size), n)
-    rows, weights, lengths = [], [], []
+    rows, lengths = [], []
     if local_steps is not None:
         need = local_steps * b
         perms = []
@@ -107,25 +109,21 @@ def client_schedule(indices: np.ndarray, rng: np.random.Generator, local_epochs:
             perms.append(indices[rng.permutation(n)])
         flat = np.concatenate(perms)[:need].reshape(local_steps, b)
         return Schedule(torch.from_numpy(flat.astype(np.int64)), torch.ones(local_steps, b), (b,) * local_steps)
-    for _ in range(local_epochs):
+    full, rem = divmod(n, b)
+    for _ in range(local_epochs):  # full batches, then the partial one padded with copies of its first sample
         perm = indices[rng.permutation(n)]
-        for start in range(0, n, b):
-            chunk = perm[start:start + b]
-            lengths.append(len(chunk))
-            w = np.ones(b, dtype=np.float32)
-            if len(chunk) < b:  # pad the partial batch with zero-weight copies of its first sample
-                w[len(chunk):] = 0.0
-                chunk = np.concatenate([chunk, np.full(b - len(chunk), chunk[0])])
-            rows.append(chunk)
-            weights.append(w)
-    return Schedule(torch.from_numpy(np.stack(rows).astype(np.int64)), torch.from_numpy(np.stack(weights)),
-                    tuple(lengths))
+        rows.append(perm[:full * b].reshape(full, b))
+        lengths += [b] * full + ([rem] if rem else [])
+        if rem:
+            rows.append(np.concatenate([perm[full * b:], np.full(b - rem, perm[full * b])])[None])
+    w = np.ones((len(lengths), b), dtype=np.float32)
+    if rem:
+        w[full::full + 1, rem:] = 0.0  # the last batch of every epoch: zero-weight padding
+    return Schedule(torch.from_numpy(np.concatenate(rows).astype(np.int64)), torch.from_numpy(w), tuple(lengths))
 
 
 # --------------------------------------------------------------------------------------------------
 # The context an algorithm sees
-
-
 
 class ModelFn:
     """What an objective passed to ``ClientContext.value_and_grad`` receives as ``model_fn``.
@@ -242,15 +240,16 @@ class ClientContext:
 
     # -- data --
     def batch(self, s: int) -> Batch:
-        i, w = self._idx[s], self._w[s]
-        if self.setup.trim_padding and self._lengths is not None:  # sequential: a partial batch is just
-            n = self._lengths[s]  # shorter (padding sits at the end); its length is known on the host
-            if n < i.shape[0]:
-                i, w = i[:n], w[:n]
-        return Batch(self.setup.x[i], self.setup.y[i], w)
+        with phase("data"):
+            i, w = self._idx[s], self._w[s]
+            if self.setup.trim_padding and self._lengths is not None:  # sequential: a partial batch is just
+                n = self._lengths[s]  # shorter (padding sits at the end); its length is known on the host
+                if n < i.shape[0]:
+                    i, w = i[:n], w[:n]
+            return Batch(vmap_layers.gather_rows(self.setup.x, i), self.setup.y[i], w)
 
     def criterion(self, out, batch):
-        return self.fmodel.criterion(out, batch)
+        return self.fmodel.criterion(out, batch, vectorized=not self.setup.trim_padding)
 
     # -- gradients --
     def value_and_grad(self, f: Callable, args: Any, batch: Batch, update_stats: bool = True):
@@ -364,11 +363,11 @@ class RoundInputs:
     record: bool = False  # collect diagnostics
 
 
-def _rng_key(seed: int, round_: int, client_id: int, device) -> torch.Tensor:
-    k = torch.tensor([seed, round_, client_id], dtype=torch.int64, device=device)
-    z = splitmix64(k[0])
-    z = splitmix64(z ^ k[1])
-    return splitmix64(z ^ k[2])
+def _rng_keys(seed: int, round_: int, client_ids, device) -> torch.Tensor:
+    """splitmix64(splitmix64(splitmix64(seed) ^ round) ^ client) of all ``client_ids`` at once (elementwise)."""
+    k = torch.tensor([seed, round_], dtype=torch.int64, device=device)
+    z = splitmix64(splitmix64(k[0]) ^ k[1])
+    return splitmix64(z ^ torch.as_tensor(client_ids, dtype=torch.int64, device=device))
 
 
 class SequentialExecutor:
@@ -386,31 +385,36 @@ class SequentialExecutor:
         ups, states, bufs, losses, diags = [], [], [], [], []
         dev = inputs.x.device
         hyper = {k: torch.tensor(float(v), device=dev) for k, v in share.hyper.items()}
-        for job in share.jobs:
-            sch = job.schedule
-            hook = None if share.on_step is None else (
-                lambda s, loss, grads, carry, cid=job.client_id: share.on_step(cid, s, loss, grads, carry))
-            client = ClientShare(sch.idx.to(dev), sch.w.to(dev), None,
-                                 _rng_key(share.seed, inputs.round, job.client_id, dev),
-                                 torch.tensor(sch.steps, device=dev), torch.tensor(float(job.num_samples), device=dev),
-                                 torch.tensor(job.client_id, device=dev), dict(share.buffers), share.lr,
-                                 sch.lengths)
-            ctx = ClientContext(setup, client, hook)
-            up, st = batched_local_update(inputs.alg, ctx, share.downlink, job.state, hyper)
+        keys = _rng_keys(share.seed, inputs.round, [j.client_id for j in share.jobs], dev)
+        for job, key in zip(share.jobs, keys):
+            with phase("client"):
+                sch = job.schedule
+                hook = None if share.on_step is None else (
+                    lambda s, loss, grads, carry, cid=job.client_id: share.on_step(cid, s, loss, grads, carry))
+                ctx = ClientContext(setup, ClientShare(
+                    sch.idx.to(dev), sch.w.to(dev), None, key,
+                    torch.tensor(sch.steps, device=dev), torch.tensor(float(job.num_samples), device=dev),
+                    torch.tensor(job.client_id, device=dev), dict(share.buffers), share.lr, sch.lengths), hook)
+            with phase("local"):
+                up, st = batched_local_update(inputs.alg, ctx, share.downlink, job.state, hyper)
             ups.append(up)
             states.append(st)
             bufs.append(ctx.buffers)
             losses.append(ctx.loss_sum)
             if setup.record:
                 diags.append(ctx.diagnostics())
-        sums = torch.stack(losses).tolist() if losses else []  # one read per round, not one per client
-        losses = [v / max(j.schedule.steps, 1) for v, j in zip(sums, share.jobs)]
-        return RoundOutput(stack_trees(ups), states, bufs, losses, diags)
+        with phase("client"):
+            sums = torch.stack(losses).tolist() if losses else []  # one read per round, not one per client
+            losses = [v / max(j.schedule.steps, 1) for v, j in zip(sums, share.jobs)]
+            return RoundOutput(stack_trees(ups), states, bufs, losses, diags)
 
 
 def _pad_schedules(jobs: list[ClientJob]):
     """Stack the clients' schedules: (idx, w, active) of shapes (K, S, B), (K, S, B), (K, S)."""
     k = len(jobs)
+    if len({tuple(j.schedule.idx.shape) for j in jobs}) == 1:  # the usual case: nothing to pad
+        return (torch.stack([j.schedule.idx for j in jobs]), torch.stack([j.schedule.w for j in jobs]),
+                torch.ones(k, jobs[0].schedule.steps, dtype=torch.bool))
     max_steps = max(j.schedule.steps for j in jobs)
     max_b = max(j.schedule.idx.shape[1] for j in jobs)
     idx = torch.zeros(k, max_steps, max_b, dtype=torch.int64)
@@ -428,9 +432,8 @@ def _pad_schedules(jobs: list[ClientJob]):
 
 
 def masked_steps(jobs: list[ClientJob]) -> tuple[bool, ...]:
-    """Per local step of the stacked schedules, whether some client has run all of its own steps by then
-    (its carry is kept there by a ``where``; at a step every client runs, ``where(True, new, old)`` would
-    only copy ``new``): the steps from the fewest steps of a client on."""
+    """Per stacked local step, whether some client has run all of its own steps by then (its carry is kept by a
+    ``where``; at a step every client runs it would only copy): the steps from the fewest steps of a client on."""
     fewest = min(j.schedule.steps for j in jobs)
     return tuple(s >= fewest for s in range(max(j.schedule.steps for j in jobs)))
 
@@ -503,12 +506,17 @@ class VectorizedExecutor:
         return self._compiled[key], first
 
     def run(self, inputs: RoundInputs) -> list[RoundOutput]:
+        with phase("client"):  # stacking the (run, client) pairs' inputs, splitting their outputs
+            return self._run(inputs)
+
+    def _run(self, inputs: RoundInputs) -> list[RoundOutput]:
         runs, dev = inputs.runs, inputs.x.device
         if any(r.on_step is not None for r in runs):
             raise ValueError("per-step observation needs the sequential executor")
         jobs = [j for r in runs for j in r.jobs]
         sizes = [len(r.jobs) for r in runs]
-        idx, w, active = _pad_schedules(jobs)
+        with phase("data"):
+            idx, w, active = (t.to(dev) for t in _pad_schedules(jobs))
         needs_mask = len({j.schedule.steps for j in jobs}) > 1  # decided on the host: no device read
         width = idx.shape[-1]
         # compiled: the round as a 0-d tensor, an input of the compiled code (an int would be a constant in it,
@@ -518,8 +526,8 @@ class VectorizedExecutor:
         masked = None if self.compile else masked_steps(jobs)
         setup = LocalSetup(inputs.fmodel, inputs.x, inputs.y, inputs.optimizer, round_, inputs.record,
                            weighted=any(n < width for j in jobs for n in j.schedule.lengths), masked_steps=masked)
-        clients = {"idx": idx.to(dev), "w": w.to(dev), "active": active.to(dev),
-                   "rng_key": torch.stack([_rng_key(r.seed, inputs.round, j.client_id, dev) for r in runs for j in r.jobs]),
+        clients = {"idx": idx, "w": w, "active": active,
+                   "rng_key": torch.cat([_rng_keys(r.seed, inputs.round, [j.client_id for j in r.jobs], dev) for r in runs]),
                    "steps": torch.tensor([j.schedule.steps for j in jobs], device=dev),
                    "num_samples": torch.tensor([float(j.num_samples) for j in jobs], device=dev),
                    "client_id": torch.tensor([j.client_id for j in jobs], device=dev),
@@ -542,9 +550,10 @@ class VectorizedExecutor:
                                  setup.record))
         t0 = time.perf_counter()
         try:
-            out = fn(setup, inputs.alg, runs[0].lr if lr_arg is None else None,
-                     runs[0].downlink if down_arg is None else None, needs_mask, clients, states, lr_arg, down_arg,
-                     hyper)
+            with phase("local"):
+                out = fn(setup, inputs.alg, runs[0].lr if lr_arg is None else None,
+                         runs[0].downlink if down_arg is None else None, needs_mask, clients, states, lr_arg,
+                         down_arg, hyper)
         except RuntimeError as e:
             if not is_vmap_refusal(e):
                 raise
@@ -555,9 +564,7 @@ class VectorizedExecutor:
 
 
 def _split(out, jobs: list[ClientJob], sizes: list[int], steps: torch.Tensor, alone: bool) -> list[RoundOutput]:
-    """The vmapped results, one ``RoundOutput`` per run (in the order of the (run, client) pairs).
-
-    A batched run's uplinks are copied out of the group's stacked tensors (a fresh, aligned allocation, as
+    """The vmapped results, one ``RoundOutput`` per run (in the order of the (run, client) pairs). A batched run's uplinks are copied out of the group's stacked tensors (a fresh, aligned allocation, as
     a run alone gets), not left as views at an offset: BLAS reductions over the clients (a dot product of
     per-client scalars, e.g. GraB-FedAvg's alpha_t) round differently with the data's memory alignment,
     so a view made a batched record differ from the run alone in the last bits."""

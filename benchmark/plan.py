@@ -33,7 +33,7 @@ import torch
 
 import algorithms
 
-from . import batched, checkpoint, cost, engine, numerics
+from . import batched, checkpoint, cost, engine, numerics, phases
 from . import executors as ex
 from .experiment import Experiment, RunResult, load_dataset, make_result, prepare, run_code_version
 from .federated_dataset import FederatedDataset
@@ -383,6 +383,11 @@ def execute(job: Job, *, observers: Sequence[Sequence] | None = None, init: torc
     it), unused with ``init``, ``lr_schedule`` or ``optimizer``.
     """
     rule = use_threads(job.threads)
+    with phases.phase("job"):
+        yield from _execute(job, observers, init, lr_schedule, optimizer, rule)
+
+
+def _execute(job: Job, observers, init, lr_schedule, optimizer, rule):
     t0, c0 = time.perf_counter(), time.process_time()
     # the job's numerics policy, else the process's (TF32, determinism), recorded in each record
     with numerics.applied() if job.numerics is None else numerics.using(job.numerics):

@@ -56,6 +56,28 @@ def test_max_pool_equals_max_pool2d_bit_for_bit():
     assert torch.equal(vmap(lambda t: vmap_layers.max_pool2d(t, [2, 2]))(x), vmap(lambda t: F.max_pool2d(t, 2))(x))
 
 
+@pytest.mark.parametrize("chunk", [1 << 22, 100])  # one channels-last chunk; chunks of 1 sample (100 < 4*8*8)
+def test_channels_last_pool_keeps_values_indices_and_layout(monkeypatch, chunk):
+    """Issue 45: the pooling kernel runs on channels-last chunks; values, indices and the NCHW layout of the output
+    are the ordinary kernel's (ties included: ReLU zeros), and a planted off-by-one in the indices is caught."""
+    monkeypatch.setattr(vmap_layers, "POOL_CHUNK", chunk)
+    x = torch.relu(_x(N, 4, 8, 8))
+    x[0, 0, :2, :2] = 0.5  # a window of equal values: the first index wins
+    ref = torch.ops.aten.max_pool2d_with_indices(x, [2, 2], [2, 2])
+    ours = vmap_layers._pool_forward(x, [2, 2])
+    assert all(torch.equal(a, b) and b.is_contiguous() for a, b in zip(ours, ref))
+    assert not torch.equal(ours[1], ref[1] + (ref[1] == ref[1].max()).long())  # the comparison can fail
+
+
+def test_gather_rows_is_indexing_with_and_without_vmap():
+    x, y = _x(50, 1, 4, 4), torch.arange(50) * 7
+    idx = torch.randint(0, 50, (CLIENTS, N), generator=torch.Generator().manual_seed(2))
+    assert torch.equal(vmap_layers.gather_rows(x, idx[0]), x[idx[0]])
+    assert torch.equal(vmap(lambda i: vmap_layers.gather_rows(x, i))(idx), vmap(lambda i: x[i])(idx))
+    assert torch.equal(vmap(lambda i: vmap_layers.gather_rows(y, i))(idx), y[idx])
+    assert torch.equal(vmap(lambda i: vmap_layers.gather_rows(x, i), in_dims=1)(idx.T), x[idx])
+
+
 @pytest.mark.parametrize("shape", [(N, 4, 5, 5), (N, 7)])
 def test_batch_norm_is_the_ordinary_kernel(shape):
     """Outside vmap: F.batch_norm's values and gradients bit for bit; under vmap: each client's own

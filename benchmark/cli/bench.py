@@ -12,6 +12,10 @@ from ..bench import PRESETS, run_bench, table
 
 def cmd_bench(a) -> int:
     log = None if a.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    if a.profile_claims:
+        return _profile_claims(a, log)
+    if a.vs_pfl:
+        return _vs_pfl(a, log)
     if a.counts:
         return _counts(a, log)
     if a.compile:
@@ -30,6 +34,63 @@ def cmd_bench(a) -> int:
     print(text if a.json else table(result))
     ok = all(math.isfinite(s["vectorized_over_sequential"]) for s in result["configs"])
     return 0 if ok else 1
+
+
+def claims_cells(papers: list[str] | None = None, rounds: int | None = None) -> list[tuple[str, object, int]]:
+    """One cell of each paper's deciding scale (its first CPU scale, the scales of the 0.3.0 claims report): the
+    first comparison of its first claim, the measured arm, seed 0, at the scale's settings, at most ``rounds``
+    rounds, evaluating as the claims do (``theory.empirical.run.evaluating``); with the scale's rounds."""
+    import dataclasses
+
+    from theory.empirical import paper, papers as all_papers
+    from theory.empirical.run import claims_at, evaluating
+    from theory.empirical.scale import paper_scales
+
+    out = []
+    for m in ([paper(p) for p in papers] if papers else all_papers()):
+        sc = paper_scales(m, "cpu")[0]
+        comp = m.CLAIMS[0].comparisons[0]
+        base = sc.base(comp.setting, m.ARMS[comp.a])
+        short = dataclasses.replace(base, rounds=min(base.rounds, rounds or base.rounds))
+        out.append((f"{m.PAPER} {sc.name} ({comp.setting}, {comp.a})", evaluating(short, claims_at(sc, m.CLAIMS)),
+                    base.rounds))
+    return out
+
+
+def _profile_claims(a, log) -> int:
+    from .. import claims_profile
+
+    papers = [p.strip() for p in a.papers.split(",") if p.strip()] if a.papers else None
+    result = claims_profile.profile_cells(claims_cells(papers, a.profile_rounds or None), a.threads or 1, log)
+    md = claims_profile.markdown(result)
+    if a.out:
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
+        with open(a.out, "w") as f:
+            f.write(json.dumps(result, indent=1) + "\n")
+        with open(os.path.splitext(a.out)[0] + ".md", "w") as f:
+            f.write(md)
+        print(f"wrote {a.out} and {os.path.splitext(a.out)[0]}.md", file=sys.stderr)
+    print(json.dumps(result, indent=1) if a.json else md)
+    return 0
+
+
+def _vs_pfl(a, log) -> int:
+    from ..pfl import compare
+
+    result = compare.compare(repeats=a.repeats or 3, threads=a.threads or 1, log=log)
+    text = json.dumps(result, indent=1)
+    if a.out:
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+    if "skipped" in result:
+        print(f"fedrepro bench --vs-pfl: skipped: {result['skipped']}", file=sys.stderr)
+        return 0
+    print(text if a.json else f"{result['work']}: fedrepro {result['best']['fedrepro']['cpu']:.3f} CPU-s "
+          f"({result['best']['fedrepro']['wall']:.3f} s wall), pfl {result['best']['pfl']['cpu']:.3f} CPU-s "
+          f"({result['best']['pfl']['wall']:.3f} s wall), each side's best: fedrepro "
+          f"{result['fedrepro_over_pfl_cpu']:.2f}x pfl in CPU time, {result['fedrepro_over_pfl_wall']:.2f}x in wall time")
+    return 0
 
 
 def _compile(a, log) -> int:
@@ -113,6 +174,15 @@ def add_parser(sub) -> None:
                    "(inductor's kernels counted with torch.profiler)")
     p.add_argument("--per-op", action="store_true", help="with --counts: also a table of the bytes and kernels "
                    "per step of each ATen operator (where a step's memory traffic goes)")
+    p.add_argument("--profile-claims", action="store_true", help="instead of timing: where the CPU time of one cell "
+                   "of each paper's deciding claims scale goes (local steps, evaluation, aggregation, data movement, "
+                   "overhead per round, client and job; benchmark.claims_profile); --out FILE.json also writes FILE.md")
+    p.add_argument("--vs-pfl", action="store_true", help="instead of timing: fedrepro against pfl-research on issue "
+                   "45's small FedAvg work, each in its own process, best of --repeats (default 3); pfl is installed in "
+                   "its own venv ($FEDREPRO_PFL_VENV, default ~/.cache/fedrepro/pfl-venv), skipped where it cannot be")
+    p.add_argument("--papers", help="with --profile-claims: comma-separated papers (default: all)")
+    p.add_argument("--profile-rounds", type=int, default=40, help="with --profile-claims: at most this many rounds "
+                   "per cell, shares per round (default 40; 0: the scale's rounds)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--out", help="also write the JSON object to this file")
     p.set_defaults(func=cmd_bench)

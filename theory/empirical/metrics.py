@@ -149,3 +149,18 @@ def check_tail(settings: dict, where: str) -> None:
             raise ValueError(f"{where}: setting {name!r} evaluates {n} time(s) in its last 10% of rounds "
                              f"({f['rounds']} rounds, eval_every {f.get('eval_every', 1)}); tail_accuracy needs at "
                              f"least {MIN_TAIL_EVALS}: lower eval_every")
+
+
+#: the rounds each metric reads from a run's history, (rounds, eval_every) -> rounds (issue 45): the claims evaluate
+#: the test set only there (``Experiment.eval_rounds``; ``rounds_read``)
+READS = {"final_accuracy": lambda rounds, every: [rounds], "tail_accuracy": tail_rounds,
+         "mean_accuracy": eval_rounds, "bits_down_per_round": lambda rounds, every: [],
+         "early_accuracy": early_rounds, "best_accuracy": eval_rounds}
+
+
+def rounds_read(metrics, rounds: int, every: int) -> tuple | None:
+    """The rounds whose test evaluation ``metrics`` read (the last round always: a record's final accuracy), or
+    None where that is every evaluated round (a run's default: its config and hash stay as they were)."""
+    read = {rounds}.union(*(READS[m](rounds, every) for m in metrics))
+    return None if read >= set(eval_rounds(rounds, every)) else tuple(sorted(read))
+

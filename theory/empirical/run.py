@@ -26,7 +26,7 @@ from . import is_own, paired
 from .claim import Budget
 from .family import alpha_at, described, family_of, scale_looks
 from .judge import Judge
-from .metrics import COMPANIONS
+from .metrics import COMPANIONS, rounds_read
 from .scale import CpuScale, FullScale, arm_matches, paper_scales, plan_lines
 
 
@@ -39,6 +39,16 @@ def needed(claims) -> list[tuple[str, str]]:
                 if (comp.setting, a) not in out:
                     out.append((comp.setting, a))
     return out
+
+
+def evaluating(base, claims):
+    """``base`` evaluating the test set only at the rounds the claims' metrics (and their companions) read
+    (``metrics.rounds_read``; issue 45): unchanged where they read every evaluated round."""
+    import dataclasses
+
+    metrics = {c.metric for c in claims} | {m for c in claims for m in getattr(c, "beside", ())}
+    metrics |= {COMPANIONS[m] for m in metrics if m in COMPANIONS}
+    return dataclasses.replace(base, eval_rounds=rounds_read(metrics, base.rounds, base.eval_every))
 
 
 def runs_folder(results_root, version: str | None, scale_name: str) -> Path:
@@ -81,7 +91,8 @@ def plans(paper, scale: CpuScale, claims) -> dict:
     """{(setting, arm): (base experiment, tuning plan or None)} of ``claims`` at ``scale``; None where the setting
     is fixed (``CpuScale.fixed``: the arm runs at the setting's own hyperparameters)."""
     metric = tuning_metrics(claims)
-    return {(s, a): (scale.base(s, paper.ARMS[a]), None if s in scale.fixed else scale.plan(a, metric[(s, a)]))
+    return {(s, a): (evaluating(scale.base(s, paper.ARMS[a]), claims),
+                     None if s in scale.fixed else scale.plan(a, metric[(s, a)]))
             for s, a in needed(claims)}
 
 
