@@ -10,7 +10,7 @@ local step tau, on the step's minibatch,
     x_{tau+1} = x_tau - eta_l g~_tau                                                         (line 6)
 
 and sends d^(i) = x_t - x_I. QP_l projects g onto {y : <y, G[j]> >= 0, j = 1..3}; it is solved exactly
-and vmap-safely by ``algorithms.qp.project_small`` (all 2^3 active sets). The three gradients are taken
+and vmap-safely by ``algorithms.core.qp.project_small`` (all 2^3 active sets). The three gradients are taken
 on the same minibatch (3 gradient evaluations per step, as the public code does); only the gradient at
 x_tau updates BatchNorm statistics and the reported local loss.
 
@@ -24,11 +24,14 @@ D holds at most m worker accumulators (m = N by default). mem_red (Alg. 4): a sa
 slot takes a free one, or, when the memory is full, evicts the stored worker that is not sampled this
 round with the smallest participation counter c (ties: the earliest stored, as the public code), whose
 counter is reset to 0; every sampled worker's counter is incremented. QP_g is solved in ``aggregate`` by
-``algorithms.qp.project_large`` (Lawson-Hanson active set on the float64 Gram matrix, exact; checked
+``algorithms.core.qp.project_large`` (Lawson-Hanson active set on the float64 Gram matrix, exact; checked
 against scipy's NNLS in the tests). m = 0 turns the memory off: m~ = m, i.e. FedAvgM (Sec. 6.2).
 
 GradMA-W (Alg. 7): Worker_Update, then x_{t+1} = x_t - eta_g d_{t+1} (no momentum, no memory).
-GradMA-S (Alg. 8): plain local SGD, then Server_Update.
+GradMA-S (Alg. 8): plain local SGD, then Server_Update. Both are configurations of ``GradMA``
+(``registry.configure``), not subclasses: GradMA-W fixes m = 0 and beta1 = 0 (Alg. 3 with no memory and no
+momentum is Alg. 7's server step, to the bit), GradMA-S fixes the worker QP off (``Hyper.worker_qp``).
+Fixed values are not hyperparameters of the variant (``gradma_w`` takes no beta1, as Alg. 7 has none).
 
 Where the public code differs from the paper (gradma.md, Sec. 7), the paper is the default and the
 code's behaviour is an option:
@@ -53,10 +56,11 @@ normalised moment, which the projection does not constrain, and the paper and it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
-from .core import Algorithm, Message, diagnose, optim, qp, register
+from .core import Algorithm, Message, configure, diagnose, optim, qp, register
 from .core.hyper import BOOL, MOMENTUM, NONE, NONNEGATIVE, POSITIVE, WEIGHTING, Either, Range, choice, param
 
 PREV_MODELS = ("local", "global")
@@ -68,23 +72,40 @@ class QPFailure(RuntimeError):
     """A GradMA QP whose KKT residual exceeded its tolerance."""
 
 
-class _GradMABase(Algorithm):
-    worker_qp = False
-    server_qp = False
+@register
+class GradMA(Algorithm):
+    """GradMA (Alg. 1); GradMA-W and GradMA-S are its configurations (below)."""
+
+    name = "gradma"
+
+    @dataclass(frozen=True)
+    class Hyper:
+        worker_qp: ClassVar[bool] = True  # Worker_Update (Alg. 2) with QP_l; gradma_s fixes it off (Alg. 8)
+        eta_g: float = param(1.0, POSITIVE)  # global learning rate (grid {0.1, 1.0, 10.0}; code README 1.0)
+        beta1: float = param(0.5, MOMENTUM)  # momentum on m~ (grid {0.1, 0.5, 0.9}; code README 0.5)
+        beta2: float = param(0.5, MOMENTUM)  # decay of the memory D (grid {0.1, 0.5, 0.9}; code README 0.5)
+        m: int | None = param(None, MEMORY)  # memory size; None = N (the paper's m = 100 = N); 0 = memory off
+        weighting: str = param("uniform", WEIGHTING)
+        prev_model: str = param("local", choice(*PREV_MODELS))
+        per_layer: bool = param(False, BOOL)
+        rho_l: float = param(0.0, NONNEGATIVE)
+        rho_g: float = param(0.0, NONNEGATIVE)
+        qp_tol: float = param(1e-6, POSITIVE)  # KKT residual of the normalised dual accepted as a solution
+        on_qp_failure: str = param("raise", choice(*ON_FAILURE))
 
     def __init__(self, hp, layout, num_clients):
         super().__init__(hp, layout, num_clients)
         self.segments = [(s.start, s.stop) for s in layout.slices] if hp.per_layer else None
-        self.memory_size = 0
-        if self.server_qp:
-            m = num_clients if hp.m is None else hp.m
-            if m > num_clients:
-                raise ValueError(f"{self.name}: memory size m={m} exceeds the number of workers N={num_clients}")
-            self.memory_size = m
+        m = num_clients if hp.m is None else hp.m
+        if m > num_clients:
+            raise ValueError(f"{self.name}: memory size m={m} exceeds the number of workers N={num_clients}")
+        self.memory_size = m
+        # Server_Update (Alg. 3); with m = 0 and beta1 = 0 it is x_{t+1} = x_t - eta_g d_{t+1} (Alg. 7's server)
+        self.server_update = m > 0 or hp.beta1 != 0
 
     @classmethod
     def check_optimizer(cls, hp, optimizer):
-        if cls.worker_qp and optim.heavy_ball(optimizer) != 0.0:
+        if hp.worker_qp and optim.heavy_ball(optimizer) != 0.0:
             raise optim.refuse(cls.name, optimizer, "the worker QP_l (Alg. 2) constrains the applied step "
                                "-eta_l g~ of plain SGD; a momentum or Adam step is not constrained by it",
                                "Use optimizer 'sgd' with momentum 0, or gradma_s (no worker QP)")
@@ -92,9 +113,9 @@ class _GradMABase(Algorithm):
     # -- server --
     def init(self, params):
         st = {"params": params.clone()}
-        if self.worker_qp:
+        if self.hp.worker_qp:
             st["qp_l_failures"] = torch.zeros((), dtype=torch.int64)
-        if self.server_qp:
+        if self.server_update:
             st["momentum"] = torch.zeros_like(params)
             st["qp_g_failures"] = torch.zeros((), dtype=torch.int64)
             st["qp_g_active"] = torch.zeros((), dtype=torch.int64)  # positive dual variables, last round
@@ -111,7 +132,7 @@ class _GradMABase(Algorithm):
     def aggregate(self, server_state, uplinks, weights, info):
         hp = self.hp
         st = dict(server_state)
-        if self.worker_qp:
+        if hp.worker_qp:
             fails = int(uplinks["qp_fail"].to(torch.int64).sum())
             st["qp_l_failures"] = st["qp_l_failures"] + fails
             if fails and hp.on_qp_failure == "raise":
@@ -119,7 +140,7 @@ class _GradMABase(Algorithm):
                                 f"{fails} local steps of round {info.round + 1}")
         d_i = uplinks["d"]
         d = self.weighted_mean(d_i, self.client_weights(weights, hp.weighting))
-        if not self.server_qp:
+        if not self.server_update:
             st["params"] = st["params"] - hp.eta_g * d
             return st
         m_vec = hp.beta1 * st["momentum"] + d
@@ -184,13 +205,13 @@ class _GradMABase(Algorithm):
 
     # -- worker --
     def client_init(self, params):
-        if self.worker_qp and self.hp.prev_model == "local":
+        if self.hp.worker_qp and self.hp.prev_model == "local":
             return {"x_prev": params.clone()}
         return {}
 
     def local_update(self, ctx, downlink, client_state):
         x = self.receive(downlink, client_state)
-        if not self.worker_qp:
+        if not self.hp.worker_qp:
             y = self.sgd_loop(ctx, x)
             return Message.dense(x - y, "d"), client_state
         local = self.hp.prev_model == "local"
@@ -228,56 +249,10 @@ def qp_l_diagnostic(g: torch.Tensor, g_tilde: torch.Tensor, z: torch.Tensor) -> 
     return torch.cat([norms, (zz > 0).double()])
 
 
-@register
-class GradMA(_GradMABase):
-    name = "gradma"
-    worker_qp = True
-    server_qp = True
+GradMAW = register(configure(GradMA, "gradma_w", fixed={"beta1": 0.0, "beta2": 0.0, "m": 0, "rho_g": 0.0}, doc=(
+    "GradMA-W (Alg. 7): Worker_Update, then x_{t+1} = x_t - eta_g d_{t+1}: GradMA with its server memory and "
+    "momentum fixed off (m = 0, beta1 = 0; beta2 and rho_g act on no memory).")))
 
-    @dataclass(frozen=True)
-    class Hyper:
-        eta_g: float = param(1.0, POSITIVE)  # global learning rate (grid {0.1, 1.0, 10.0}; code README 1.0)
-        beta1: float = param(0.5, MOMENTUM)  # momentum on m~ (grid {0.1, 0.5, 0.9}; code README 0.5)
-        beta2: float = param(0.5, MOMENTUM)  # decay of the memory D (grid {0.1, 0.5, 0.9}; code README 0.5)
-        m: int | None = param(None, MEMORY)  # memory size; None = N (the paper's m = 100 = N); 0 = memory off
-        weighting: str = param("uniform", WEIGHTING)
-        prev_model: str = param("local", choice(*PREV_MODELS))
-        per_layer: bool = param(False, BOOL)
-        rho_l: float = param(0.0, NONNEGATIVE)
-        rho_g: float = param(0.0, NONNEGATIVE)
-        qp_tol: float = param(1e-6, POSITIVE)  # KKT residual of the normalised dual accepted as a solution
-        on_qp_failure: str = param("raise", choice(*ON_FAILURE))
-
-
-@register
-class GradMAW(_GradMABase):
-    name = "gradma_w"
-    worker_qp = True
-
-    @dataclass(frozen=True)
-    class Hyper:
-        eta_g: float = param(1.0, POSITIVE)
-        weighting: str = param("uniform", WEIGHTING)
-        prev_model: str = param("local", choice(*PREV_MODELS))
-        per_layer: bool = param(False, BOOL)
-        rho_l: float = param(0.0, NONNEGATIVE)
-        qp_tol: float = param(1e-6, POSITIVE)
-        on_qp_failure: str = param("raise", choice(*ON_FAILURE))
-
-
-@register
-class GradMAS(_GradMABase):
-    name = "gradma_s"
-    server_qp = True
-
-    @dataclass(frozen=True)
-    class Hyper:
-        eta_g: float = param(1.0, POSITIVE)
-        beta1: float = param(0.5, MOMENTUM)
-        beta2: float = param(0.5, MOMENTUM)
-        m: int | None = param(None, MEMORY)
-        weighting: str = param("uniform", WEIGHTING)
-        per_layer: bool = param(False, BOOL)
-        rho_g: float = param(0.0, NONNEGATIVE)
-        qp_tol: float = param(1e-6, POSITIVE)
-        on_qp_failure: str = param("raise", choice(*ON_FAILURE))
+GradMAS = register(configure(GradMA, "gradma_s", fixed={"worker_qp": False, "prev_model": "global", "rho_l": 0.0},
+                             doc=("GradMA-S (Alg. 8): plain local training, then Server_Update: GradMA with its "
+                                  "worker QP_l fixed off (stateless workers).")))
