@@ -47,14 +47,21 @@ code's behaviour is an option:
   with ``on_qp_failure="raise"`` (default), stops the run with ``QPFailure``. Non-finite inputs give
   non-finite parameters (the engine reports divergence), never a silent fallback.
 
+Weight decay (the experiment's ``weight_decay`` wd, 0 in the paper's and every committed run), GradMA and
+GradMA-W: as the public code's trainer adds it, wd w to the gradient of every non-bias tensor (a tensor named
+``bias`` keeps its gradient; BatchNorm's scale is decayed), in all three gradients of G_tau and in g_tau, each at
+its own point (x_{tau-1}, x_t, x_tau), before QP_l; the step is then x_{tau+1} = x_tau - eta_l g~_tau with nothing
+added. GradMA-S: the local optimizer's weight decay (torch.optim.SGD's, on every entry).
+
 Local optimizer. GradMA-S: any (its local rule is plain local training). GradMA and GradMA-W: plain SGD
-only (weight decay allowed, as part of g_tau): QP_l makes the applied step -eta_l g~ satisfy the three
+only (weight decay allowed, see above): QP_l makes the applied step -eta_l g~ satisfy the three
 constraints of Alg. 2 (Eqs. 2-5); under momentum or Adam the applied step is the optimizer's buffer or
 normalised moment, which the projection does not constrain, and the paper and its code use plain SGD.
 ``check_optimizer`` refuses them before any training.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -222,12 +229,19 @@ class GradMA(Algorithm):
     def worker_update(self, ctx, x, x_prev):
         """Alg. 2 from x_0 = x with x_{-1} = x_prev; returns (x_I, number of failed QP_l solves)."""
         opt, hp, segments = ctx.optimizer, self.hp, self.segments
+        decay = self._weight_decay(opt, x)
+        if decay is not None:  # in the three gradients, before QP_l: not again in the step
+            opt = dataclasses.replace(opt, weight_decay=0.0)
+
+        def grad(w, batch, **kw):
+            _, g = ctx.loss_and_grad(w, batch, **kw)
+            return g if decay is None else decay(g, w)
 
         def step(carry, batch, s):
             p, p_prev, st, fails = carry
-            _, g_prev = ctx.loss_and_grad(p_prev, batch, update_stats=False)  # grad f_i(x_{tau-1})
-            _, g_glob = ctx.loss_and_grad(x, batch, update_stats=False)  # grad f_i(x_t)
-            _, g = ctx.loss_and_grad(p, batch)  # g_tau = grad f_i(x_tau), last: it is the logged loss
+            g_prev = grad(p_prev, batch, update_stats=False)  # grad f_i(x_{tau-1})
+            g_glob = grad(x, batch, update_stats=False)  # grad f_i(x_t)
+            g = grad(p, batch)  # g_tau = grad f_i(x_tau), last: it is the logged loss
             M = torch.stack([g_prev, g_glob, p - x])
             g_tilde, z, failed = qp.project_small(g, M, segments, hp.rho_l, hp.qp_tol)
             diagnose(ctx, "qp_l", lambda: qp_l_diagnostic(g, g_tilde, z))
@@ -237,6 +251,19 @@ class GradMA(Algorithm):
         zero = torch.zeros((), dtype=torch.int32, device=x.device)
         y, _, _, fails = ctx.loop(step, (x, x_prev, opt.init(x), zero))
         return y, fails
+
+    def _weight_decay(self, opt, x):
+        """g -> g + wd w on the entries of non-bias tensors (the public code's trainer: every tensor whose name
+        is not a ``bias``, BatchNorm's scale included), or None without weight decay. ``check_optimizer`` lets
+        only plain SGD through, whose ``weight_decay`` it is."""
+        wd = float(getattr(opt, "weight_decay", 0.0))
+        if not wd:
+            return None
+        keep = torch.zeros(x.shape[-1], dtype=torch.bool, device=x.device)
+        for s in self.layout.slices:
+            if s.name.rsplit(".", 1)[-1] != "bias":
+                keep[s.start:s.stop] = True
+        return lambda g, w: torch.where(keep, g + wd * w, g)
 
 
 def qp_l_diagnostic(g: torch.Tensor, g_tilde: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
