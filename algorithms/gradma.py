@@ -24,8 +24,19 @@ D holds at most m worker accumulators (m = N by default). mem_red (Alg. 4): a sa
 slot takes a free one, or, when the memory is full, evicts the stored worker that is not sampled this
 round with the smallest participation counter c (ties: the earliest stored, as the public code), whose
 counter is reset to 0; every sampled worker's counter is incremented. QP_g is solved in ``aggregate`` by
-``algorithms.core.qp.project_large`` (Lawson-Hanson active set on the float64 Gram matrix, exact; checked
-against scipy's NNLS in the tests). m = 0 turns the memory off: m~ = m, i.e. FedAvgM (Sec. 6.2).
+``algorithms.core.qp`` (Lawson-Hanson active set on the float64 Gram matrix, exact; checked against scipy's
+NNLS in the tests; a segment whose Gram form it cannot resolve, such as a bias feeding BatchNorm under
+``per_layer``, is solved again in square-root form). m = 0 turns the memory off: m~ = m, i.e. FedAvgM
+(Sec. 6.2). ``gram`` says how the server holds D and the Gram matrix G = D D^T of QP_g's dual (4):
+
+* ``"recompute"`` (default; the numbers of every run before 0.4.0): D as m float32 rows, rewritten by beta2
+  every round, and G recomputed from all of D every round (m x m products of length d: 75% of the server's
+  CPU time at Table 1's c3, m = 100, d = 178,710, 0.21 of 0.28 s a round);
+* ``"incremental"``: D[j] = scale[j] U[j], U float64 (2x the memory of D), so beta2 multiplies m scalars;
+  only the S rows of the sampled workers change, and only their rows and columns of G = (scale scale^T) *
+  U U^T are recomputed (S x m products). The same QP on the same D up to rounding: D is no longer rounded to
+  float32 every round, G is summed in another order (``tests/test_qp_server.py``; the numbers move by float
+  rounding, measured in the commit that made it).
 
 GradMA-W (Alg. 7): Worker_Update, then x_{t+1} = x_t - eta_g d_{t+1} (no momentum, no memory).
 GradMA-S (Alg. 8): plain local SGD, then Server_Update. Both are configurations of ``GradMA``
@@ -72,6 +83,7 @@ from .core.hyper import BOOL, MOMENTUM, NONE, NONNEGATIVE, POSITIVE, WEIGHTING, 
 
 PREV_MODELS = ("local", "global")
 ON_FAILURE = ("raise", "count")
+GRAMS = ("recompute", "incremental")
 MEMORY = Either(Range("[0, inf)", integer=True), NONE)  # m: a memory size, None = N
 
 
@@ -99,6 +111,7 @@ class GradMA(Algorithm):
         rho_g: float = param(0.0, NONNEGATIVE)
         qp_tol: float = param(1e-6, POSITIVE)  # KKT residual of the normalised dual accepted as a solution
         on_qp_failure: str = param("raise", choice(*ON_FAILURE))
+        gram: str = param("recompute", choice(*GRAMS))  # QP_g's Gram matrix of D (see the module docstring)
 
     def __init__(self, hp, layout, num_clients):
         super().__init__(hp, layout, num_clients)
@@ -127,9 +140,15 @@ class GradMA(Algorithm):
             st["qp_g_failures"] = torch.zeros((), dtype=torch.int64)
             st["qp_g_active"] = torch.zeros((), dtype=torch.int64)  # positive dual variables, last round
             st["qp_g_correction"] = torch.zeros(())  # ||m~ - m||, last round
-            m = self.memory_size
+            m, dev = self.memory_size, params.device
             if m > 0:
-                st["D"] = torch.zeros(m, params.numel(), dtype=params.dtype, device=params.device)
+                if self.hp.gram == "incremental":  # D[j] = scale[j] U[j]; H = U U^T per segment
+                    L = 1 if self.segments is None else len(self.segments)
+                    st["U"] = torch.zeros(m, params.numel(), dtype=torch.float64, device=dev)
+                    st["scale"] = torch.zeros(m, dtype=torch.float64, device=dev)
+                    st["H"] = torch.zeros(L, m, m, dtype=torch.float64, device=dev)
+                else:
+                    st["D"] = torch.zeros(m, params.numel(), dtype=params.dtype, device=dev)
                 st["slot_id"] = torch.full((m,), -1, dtype=torch.int64)
                 st["slot_stamp"] = torch.zeros(m, dtype=torch.int64)
                 st["counter"] = torch.zeros(self.num_clients, dtype=torch.int64)
@@ -152,11 +171,17 @@ class GradMA(Algorithm):
             return st
         m_vec = hp.beta1 * st["momentum"] + d
         if self.memory_size > 0:
-            st = self._memory_update(st, d_i, info)
-            occupied = (st["slot_id"] >= 0).nonzero().flatten()
-            D = st["D"] if len(occupied) == self.memory_size else st["D"].index_select(
-                0, occupied.to(st["D"].device))  # no copy once the memory is full
-            m_tilde, qinfo = qp.project_large(m_vec, D, self.segments, hp.rho_g, hp.qp_tol)
+            rows = self._mem_red(st, info)  # the slot of each sampled worker; st's bookkeeping updated
+            if hp.gram == "incremental":
+                st = self._memory_rows(st, d_i, rows)
+                m_tilde, qinfo = qp.project_rows(m_vec, st["U"], st["scale"], st["H"], self.segments, hp.rho_g,
+                                                 hp.qp_tol)
+            else:
+                st = self._memory_dense(st, d_i, rows)
+                occupied = (st["slot_id"] >= 0).nonzero().flatten()
+                D = st["D"] if len(occupied) == self.memory_size else st["D"].index_select(
+                    0, occupied.to(st["D"].device))  # no copy once the memory is full
+                m_tilde, qinfo = qp.project_large(m_vec, D, self.segments, hp.rho_g, hp.qp_tol)
             st["qp_g_failures"] = st["qp_g_failures"] + qinfo["failed"]
             st["qp_g_active"] = torch.tensor(qinfo["active"])
             st["qp_g_correction"] = torch.linalg.vector_norm(m_tilde - m_vec).detach().cpu()
@@ -169,30 +194,29 @@ class GradMA(Algorithm):
         st["params"] = st["params"] - hp.eta_g * m_tilde
         return st
 
-    def _memory_update(self, st: dict, d_i: torch.Tensor, info) -> dict:
-        """mem_red (Alg. 4) for the sampled workers, then the D update of Alg. 3 (lines 2-8)."""
+    def _mem_red(self, st: dict, info) -> list[tuple[int, bool]]:
+        """mem_red (Alg. 4) for the sampled workers: sets st's slot bookkeeping (new tensors) and returns, per
+        sampled worker in order, (its slot, whether the slot was (re)filled this round: its row starts at 0)."""
         m = self.memory_size
         ids = [int(i) for i in info.client_ids.tolist()]
         if len(ids) > m:
             raise ValueError(f"{self.name}: memory size m={m} must be >= the sampled workers S={len(ids)} "
                              "(Alg. 4 needs S <= m)")
-        slot_id = st["slot_id"].clone()
-        stamp = st["slot_stamp"].clone()
-        counter = st["counter"].clone()
+        slot_id, stamp = st["slot_id"].tolist(), st["slot_stamp"].tolist()
+        count = st["counter"].tolist()
         next_stamp = int(st["next_stamp"])
         sampled = set(ids)
-        slot_of = {int(c): s for s, c in enumerate(slot_id.tolist()) if c >= 0}
-        fresh = []  # slots (re)filled this round: their D row starts from 0, so D[i] = d^(i)
+        slot_of = {c: s for s, c in enumerate(slot_id) if c >= 0}
+        fresh = set()
         for i in ids:
             if i in slot_of:
-                counter[i] += 1
+                count[i] += 1
                 continue
-            free = [s for s in range(m) if int(slot_id[s]) < 0]
+            free = [s for s in range(m) if slot_id[s] < 0]
             if not free:
                 # evict the non-sampled stored worker with the smallest counter (ties: earliest stored)
-                _, _, s_out, c_out = min((int(counter[c]), int(stamp[s]), s, c)
-                                         for c, s in slot_of.items() if c not in sampled)
-                counter[c_out] = 0
+                _, _, s_out, c_out = min((count[c], stamp[s], s, c) for c, s in slot_of.items() if c not in sampled)
+                count[c_out] = 0
                 del slot_of[c_out]
                 slot_id[s_out] = -1
                 free = [s_out]
@@ -200,15 +224,43 @@ class GradMA(Algorithm):
             slot_id[s], stamp[s] = i, next_stamp
             next_stamp += 1
             slot_of[i] = s
-            counter[i] += 1
-            fresh.append(s)
+            count[i] += 1
+            fresh.add(s)
+        st.update(slot_id=torch.tensor(slot_id, dtype=torch.int64), slot_stamp=torch.tensor(stamp, dtype=torch.int64),
+                  counter=torch.tensor(count, dtype=torch.int64), next_stamp=torch.tensor(next_stamp))
+        return [(slot_of[i], slot_of[i] in fresh) for i in ids]
+
+    def _memory_dense(self, st: dict, d_i: torch.Tensor, rows: list) -> dict:
+        """The D update of Alg. 3 (lines 2-8) on D as m float32 rows: D <- beta2 D, then D[j] <- d^(j) for
+        a slot filled this round, D[j] + d^(j) for the other sampled workers (``gram="recompute"``)."""
         D = self.hp.beta2 * st["D"]
         dev = D.device
+        fresh = [s for s, new in rows if new]
         if fresh:
             D.index_fill_(0, torch.tensor(fresh, device=dev), 0.0)
-        D.index_add_(0, torch.tensor([slot_of[i] for i in ids], device=dev), d_i.to(D.dtype))
-        return {**st, "D": D, "slot_id": slot_id, "slot_stamp": stamp, "counter": counter,
-                "next_stamp": torch.tensor(next_stamp)}
+        D.index_add_(0, torch.tensor([s for s, _ in rows], device=dev), d_i.to(D.dtype))
+        return {**st, "D": D}
+
+    def _memory_rows(self, st: dict, d_i: torch.Tensor, rows: list) -> dict:
+        """The D update of Alg. 3 on D[j] = scale[j] U[j] (``gram="incremental"``): a worker not sampled has
+        its scale multiplied by beta2 and no entry touched; a sampled worker's row becomes U[j] <- beta2
+        scale[j] U[j] + d^(j) (d^(j) when its slot was filled this round), in float64, with scale 1; then the
+        Gram H = U U^T (per segment) is recomputed on those S rows and columns only, S x m dot products of
+        length d instead of m x m. U and H are updated in place (copying m model-sized rows every round is
+        what this form saves; an observer's ``server_before`` shares them)."""
+        U, H, beta2 = st["U"], st["H"], self.hp.beta2
+        dev = U.device
+        old = st["scale"].tolist()
+        for r, (s, new) in enumerate(rows):  # row by row in place: no S x d temporaries
+            if new:
+                U[s].copy_(d_i[r])
+            else:
+                U[s].mul_(beta2 * old[s]).add_(d_i[r])
+        scale = beta2 * st["scale"]
+        slots = torch.tensor([s for s, _ in rows], device=dev)
+        scale[slots] = 1.0
+        qp.update_gram(H, U, slots, self.segments)
+        return {**st, "scale": scale}
 
     # -- worker --
     def client_init(self, params):
@@ -276,7 +328,8 @@ def qp_l_diagnostic(g: torch.Tensor, g_tilde: torch.Tensor, z: torch.Tensor) -> 
     return torch.cat([norms, (zz > 0).double()])
 
 
-GradMAW = register(configure(GradMA, "gradma_w", fixed={"beta1": 0.0, "beta2": 0.0, "m": 0, "rho_g": 0.0}, doc=(
+GradMAW = register(configure(GradMA, "gradma_w", fixed={"beta1": 0.0, "beta2": 0.0, "m": 0, "rho_g": 0.0,
+                                                                   "gram": "recompute"}, doc=(
     "GradMA-W (Alg. 7): Worker_Update, then x_{t+1} = x_t - eta_g d_{t+1}: GradMA with its server memory and "
     "momentum fixed off (m = 0, beta1 = 0; beta2 and rho_g act on no memory).")))
 

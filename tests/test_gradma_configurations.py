@@ -15,12 +15,14 @@ from algorithms.gradma import GradMA
 from tests.helpers import run_tiny
 from tests.test_gradma import conflicting_dataset
 
-# the variants' hyperparameters, in order, as the subclasses declared them before (aa98dfe)
+# the variants' hyperparameters, in order, as the subclasses declared them before (aa98dfe), and then ``gram``
+# (how the server holds its memory) where there is a memory
 FIELDS = {
     "gradma": ["eta_g", "beta1", "beta2", "m", "weighting", "prev_model", "per_layer", "rho_l", "rho_g", "qp_tol",
-               "on_qp_failure"],
+               "on_qp_failure", "gram"],
     "gradma_w": ["eta_g", "weighting", "prev_model", "per_layer", "rho_l", "qp_tol", "on_qp_failure"],
-    "gradma_s": ["eta_g", "beta1", "beta2", "m", "weighting", "per_layer", "rho_g", "qp_tol", "on_qp_failure"],
+    "gradma_s": ["eta_g", "beta1", "beta2", "m", "weighting", "per_layer", "rho_g", "qp_tol", "on_qp_failure",
+                 "gram"],
 }
 
 
@@ -44,8 +46,8 @@ def test_variants_are_configurations_of_one_class_with_their_hyperparameters():
 
 
 @pytest.mark.parametrize("name,key", [("gradma_w", "beta1"), ("gradma_w", "m"), ("gradma_w", "beta2"),
-                                      ("gradma_w", "rho_g"), ("gradma_s", "prev_model"), ("gradma_s", "rho_l"),
-                                      ("gradma_s", "worker_qp"), ("gradma", "worker_qp")])
+                                      ("gradma_w", "rho_g"), ("gradma_w", "gram"), ("gradma_s", "prev_model"),
+                                      ("gradma_s", "rho_l"), ("gradma_s", "worker_qp"), ("gradma", "worker_qp")])
 def test_fixed_values_are_not_hyperparameters(name, key):
     with pytest.raises(ValueError, match=f"{name}: unknown algorithm_args \\['{key}'\\]"):
         make_hyper(algorithms.get_class(name), {key: 0})

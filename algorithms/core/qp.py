@@ -24,7 +24,10 @@ the cone K = {y : M y >= 0} (Moreau). Two exact solvers of (4) live here:
 * ``project_large``: the Lawson-Hanson active-set method written on the Gram form (G, q), in float64,
   with a Python loop (finite termination, exact up to rounding); for the server's QP_g over the memory
   buffer (k <= m, up to N). Not vmap-safe; it runs in ``aggregate``. Its KKT residual is checked too.
-  Working on G, it resolves nearly dependent rows of M only to ~eps * cond(M)^2.
+  Working on G, it resolves nearly dependent rows of M only to ~eps * cond(M)^2; a segment it cannot
+  resolve is solved again in square-root form (``solve_dual_nnls``), to ~eps * cond(M).
+  ``project_rows`` is the same QP for a memory held as scaled float64 rows whose Gram matrix the caller
+  keeps up to date (``update_gram``), GradMA's ``gram="incremental"``.
 
 Both work in float64 on a normalised dual: the columns are scaled to unit norm and p to unit norm
 (the feasible cone is invariant to positive column scaling, so p~ is unchanged; only z is rescaled
@@ -447,3 +450,44 @@ def project_large(p: torch.Tensor, M: torch.Tensor, segments: Segments = None, r
     out = _recover_active(p, M, z, segments)
     return out, {"z": z, "residual": worst, "failed": failed, "active": int((zh > 0).sum())}
 
+
+# --------------------------------------------------------------------------------------------------
+# QP_g on a memory kept as scaled rows with its Gram matrix (GradMA's ``gram="incremental"``)
+
+
+def update_gram(H: torch.Tensor, U: torch.Tensor, rows: torch.Tensor, segments: Segments) -> None:
+    """H (L, k, k) = U U^T per segment, in place, after the ``rows`` of U (k, d) changed: S x k dot products of
+    length d (float64) instead of k x k; the block of changed rows is symmetrised, so H stays symmetric."""
+    segs = [(0, U.shape[-1])] if segments is None else list(segments)
+    Ur = U.index_select(0, rows)
+    for i, (a, b) in enumerate(segs):
+        Hr = Ur[:, a:b] @ U[:, a:b].T  # (S, k)
+        H[i, rows, :] = Hr
+        H[i, :, rows] = Hr.T
+        block = Hr[:, rows]
+        H[i, rows[:, None], rows[None, :]] = 0.5 * (block + block.T)
+
+
+def project_rows(p: torch.Tensor, U: torch.Tensor, scale: torch.Tensor, H: torch.Tensor, segments: Segments = None,
+                 rho: float = 0.0, tol: float = 1e-6):
+    """QP_g (``project_large``'s problem and solver) for the rows M_j = scale_j U_j, U (k, d) float64, given
+    H = U U^T per segment (L, k, k): G = (scale scale^T) * H and q = scale * (U p) cost one pass over U
+    instead of the k x k products of length d; a row of scale 0 (an empty slot) constrains nothing (z_j = 0).
+    p~ = p + sum_j z_j scale_j U_j over the positive z_j only, in float64, rounded once. Returns what
+    ``project_large`` returns."""
+    k = U.shape[0]
+    L = 1 if segments is None else len(segments)
+    segs = [(0, p.shape[-1])] if segments is None else list(segments)
+    p64 = p.to(torch.float64, copy=True)
+    q = torch.stack([U[:, a:b] @ p64[a:b] for a, b in segs]) * scale
+    pp = torch.stack([p64[a:b] @ p64[a:b] for a, b in segs])
+    sol = _solve_segments(H * (scale[:, None] * scale[None, :]), q, pp, rho, tol,
+                          lambda i: (p[segs[i][0]:segs[i][1]], U[:, segs[i][0]:segs[i][1]] * scale[:, None]))
+    if sol is None:
+        return _no_solution(p, L, k, False)
+    z, zh, failed, worst = sol
+    coef = (z.to(U.device) * scale).cpu()  # p~ = p + sum_j coef_j U_j
+    for i, (a, b) in enumerate(segs):
+        for j in coef[i].nonzero().flatten().tolist():
+            p64[a:b] += coef[i, j].item() * U[j, a:b]  # the product, then the sum (no fused rounding)
+    return p64.to(p.dtype), {"z": z, "residual": worst, "failed": failed, "active": int((zh > 0).sum())}
