@@ -303,19 +303,29 @@ def describe(hyper: type) -> list[tuple[str, Any, str]]:
     return [(f.name, getattr(default, f.name), c.describe()) for f, c in fields(hyper)]
 
 
-def derive(hyper: type, defaults: Mapping[str, Any], fields_: tuple = (), qualname: str | None = None) -> type:
-    """A copy of the frozen dataclass ``hyper`` with other ``defaults`` (each field keeps its constraint) and
+def derive(hyper: type, defaults: Mapping[str, Any], fields_: tuple = (), qualname: str | None = None,
+           fixed: Mapping[str, Any] | None = None) -> type:
+    """A copy of the frozen dataclass ``hyper`` with other ``defaults`` (each field keeps its constraint),
     the extra ``fields_``, each ``(name, annotation, param(default, constraint), before)`` placed before the
-    field ``before`` (None: at the end). ``registry.configure`` builds a configuration's ``Hyper`` with it."""
+    field ``before`` (None: at the end), and the ``fixed`` values: a fixed field is no longer a field (no
+    ``algorithm_args`` sets it, ``fedrepro list`` does not show it) but a class attribute that ``hp.name``
+    reads, as is a class constant of ``hyper`` (a ``ClassVar``), which the copy keeps unless ``fixed`` sets
+    it. ``registry.configure`` builds a configuration's ``Hyper`` with it."""
+    fixed = dict(fixed or {})
     hints = typing.get_type_hints(hyper)
+    constants = {n: getattr(hyper, n) for n, t in hints.items() if typing.get_origin(t) is typing.ClassVar}
     declared = fields(hyper)
-    unknown = sorted(set(defaults) - {f.name for f, _ in declared})
-    if unknown:
-        raise ValueError(f"derive: {hyper.__qualname__} has no hyperparameters {unknown}")
-    spec = [(f.name, hints[f.name], param(defaults.get(f.name, f.default), c)) for f, c in declared]
+    names = {f.name for f, _ in declared}
+    unknown = sorted(set(defaults) - names) + sorted(set(fixed) - names - set(constants))
+    if unknown or set(defaults) & set(fixed):
+        raise ValueError(f"derive: {hyper.__qualname__} has no hyperparameters {unknown}" if unknown else
+                         f"derive: {sorted(set(defaults) & set(fixed))} cannot be both a default and fixed")
+    spec = [(f.name, hints[f.name], param(defaults.get(f.name, f.default), c)) for f, c in declared
+            if f.name not in fixed]
     for name, annotation, field, before in fields_:
         at = next((i for i, (n, _, _) in enumerate(spec) if n == before), len(spec))
         spec.insert(at, (name, annotation, field))
-    cls = dataclasses.make_dataclass("Hyper", spec, frozen=True, namespace={"__module__": hyper.__module__})
+    namespace = {"__module__": hyper.__module__, **constants, **fixed}
+    cls = dataclasses.make_dataclass("Hyper", spec, frozen=True, namespace=namespace)
     cls.__qualname__ = qualname or hyper.__qualname__
     return cls

@@ -24,7 +24,10 @@ the cone K = {y : M y >= 0} (Moreau). Two exact solvers of (4) live here:
 * ``project_large``: the Lawson-Hanson active-set method written on the Gram form (G, q), in float64,
   with a Python loop (finite termination, exact up to rounding); for the server's QP_g over the memory
   buffer (k <= m, up to N). Not vmap-safe; it runs in ``aggregate``. Its KKT residual is checked too.
-  Working on G, it resolves nearly dependent rows of M only to ~eps * cond(M)^2.
+  Working on G, it resolves nearly dependent rows of M only to ~eps * cond(M)^2; a segment it cannot
+  resolve is solved again in square-root form (``solve_dual_nnls``), to ~eps * cond(M).
+  ``project_rows`` is the same QP for a memory held as scaled float64 rows whose Gram matrix the caller
+  keeps up to date (``update_gram``), GradMA's ``gram="incremental"``.
 
 Both work in float64 on a normalised dual: the columns are scaled to unit norm and p to unit norm
 (the feasible cone is invariant to positive column scaling, so p~ is unchanged; only z is rescaled
@@ -310,13 +313,42 @@ def solve_dual_active_set(G: torch.Tensor, q: torch.Tensor, tol: float = 1e-12, 
     entry outside the passive set; each passive subproblem is an unconstrained least-squares solve,
     with a step back to feasibility when some passive variable would turn negative.
     """
-    k = G.shape[0]
-    z = torch.zeros(k, dtype=G.dtype)
+    return _lawson_hanson(G.shape[0], G.dtype, lambda z: G @ z + q,
+                          lambda idx: torch.linalg.lstsq(G[idx][:, idx], -q[idx].unsqueeze(-1)).solution.squeeze(-1),
+                          tol, max_iter)
+
+
+def solve_dual_nnls(R: torch.Tensor, c: torch.Tensor, h: torch.Tensor, tol: float = 1e-12,
+                    max_iter: int | None = None):
+    """``solve_dual_active_set`` in square-root form: min_{z>=0} 1/2 ||R z + c||^2 - h^T z for one R (n, k)
+    (G = R^T R, q = R^T c - h), each passive subproblem solved on R's columns (an SVD pseudo-inverse that drops
+    singular values at rounding level), so its accuracy follows the conditioning of R, not of R^T R: the
+    solver for a dual that the Gram form cannot resolve (constraints nearly dependent to ~1e-15, as a bias
+    feeding BatchNorm has: its gradients are float noise). Returns (z, converged)."""
+    def passive_solve(idx):
+        U, sig, Vh = torch.linalg.svd(R[:, idx], full_matrices=False)
+        keep = sig > _rtol(len(idx) + 1) * sig.amax()
+        inv = torch.where(keep, 1.0 / torch.where(keep, sig, torch.ones_like(sig)), torch.zeros_like(sig))
+        return Vh.T @ (inv * inv * (Vh @ h[idx]) - inv * (U.T @ c))
+
+    return _lawson_hanson(R.shape[1], R.dtype, lambda z: R.T @ (R @ z + c) - h, passive_solve, tol, max_iter)
+
+
+def _lawson_hanson(k: int, dtype, grad, passive_solve, tol: float, max_iter: int | None):
+    """The active-set loop of both dual solvers: ``grad(z)`` the dual's gradient, ``passive_solve(idx)`` the
+    unconstrained minimiser on the passive variables ``idx``.
+
+    After each outer iteration z is ``passive_solve`` of the passive set (or 0), a function of that set alone,
+    so a passive set seen before means the loop cycles (rounding makes a variable enter that the next step
+    drops, as a bias feeding BatchNorm does with float-noise rows): it stops there, unconverged, instead of
+    running to ``max_iter``; a loop that converges never repeats a set, and its result is unchanged."""
+    z = torch.zeros(k, dtype=dtype)
     if k == 0:
         return z, True
     passive = torch.zeros(k, dtype=torch.bool)
+    seen = set()
     max_iter = 3 * k + 10 if max_iter is None else max_iter
-    w = -(G @ z + q)
+    w = -grad(z)
     for _ in range(max_iter):
         cand = torch.where(passive, torch.full_like(w, -torch.inf), w)
         j = int(torch.argmax(cand))
@@ -326,7 +358,7 @@ def solve_dual_active_set(G: torch.Tensor, q: torch.Tensor, tol: float = 1e-12, 
         for _inner in range(k + 1):
             idx = passive.nonzero().flatten()
             s = torch.zeros_like(z)
-            s[idx] = torch.linalg.lstsq(G[idx][:, idx], -q[idx].unsqueeze(-1)).solution.squeeze(-1)
+            s[idx] = passive_solve(idx)
             if bool((s[idx] > 0).all()):
                 break
             bad = idx[s[idx] <= 0]
@@ -341,8 +373,60 @@ def solve_dual_active_set(G: torch.Tensor, q: torch.Tensor, tol: float = 1e-12, 
         else:  # the inner loop did not reach a feasible passive solution: report, do not guess
             return z, False
         z = s
-        w = -(G @ z + q)
+        key = passive.numpy().tobytes()
+        if key in seen:
+            return z, False
+        seen.add(key)
+        w = -grad(z)
     return z, False
+
+
+def _solve_segments(G: torch.Tensor, q: torch.Tensor, pp: torch.Tensor, rho: float, tol: float, rows):
+    """The normalised dual (4) of every segment solved on the host: (z (L, k) in the original scale, z^ (L, k)
+    normalised, failed, worst KKT residual), or None for non-finite input. The Gram form first
+    (``solve_dual_active_set``); a segment it leaves unsolved (KKT residual over ``tol``) is solved again in
+    square-root form (``solve_dual_nnls`` on the R factor of [M^T | p], ``rows(i)`` giving the segment's
+    (p, M)), whose accuracy follows cond(M) rather than cond(M)^2, accepted when its KKT residual is within
+    ``tol``; a segment fails only if that fails too."""
+    Gh, qh, scale = _normalise(G.cpu(), q.cpu(), pp.cpu(), rho)
+    if not (torch.isfinite(Gh).all() and torch.isfinite(qh).all()):
+        return None
+    zs, failed, worst = [], 0, 0.0
+    for i in range(len(Gh)):
+        zl, ok = solve_dual_active_set(Gh[i], qh[i])
+        res = float(kkt_residual(Gh[i], qh[i], zl))
+        if (not ok) or res > tol:
+            Rn, c, h, sc = (t[0].cpu() for t in _normalise_factor(_factor(*rows(i), None), rho))
+            zr, _ = solve_dual_nnls(Rn, c, h)
+            res_r = float(kkt_residual(Rn.T @ Rn, Rn.T @ c - h, zr))
+            if res_r <= tol:  # the KKT conditions hold: optimal, whether or not the active-set loop finished
+                zl, res, ok, scale[i] = zr, res_r, True, sc
+        worst = max(worst, res)
+        failed += int((not ok) or res > tol)
+        zs.append(zl)
+    zh = torch.stack(zs)
+    return zh * scale, zh, failed, worst
+
+
+def _no_solution(p: torch.Tensor, L: int, k: int, finite: bool):
+    z = torch.zeros(L, k, dtype=torch.float64)
+    if finite:  # no constraint: p~ = p
+        return p.clone(), {"z": z, "residual": 0.0, "failed": 0, "active": 0}
+    return torch.full_like(p, float("nan")), {"z": z, "residual": float("nan"), "failed": 0, "active": 0}
+
+
+def _recover_active(p: torch.Tensor, M: torch.Tensor, z: torch.Tensor, segments: Segments) -> torch.Tensor:
+    """``_recover`` with z on the host, adding only the rows whose z is not 0 (the others add 0 * M_j = 0 to
+    p in float64, so the sum is the same, bit for bit, in the same order): QP_g's p~ costs its active rows."""
+    segs = [(0, p.shape[-1])] if segments is None else list(segments)
+    out = p.to(torch.float64, copy=True)
+    for i, (a, b) in enumerate(segs):
+        for j in z[i].nonzero().flatten().tolist():
+            zj = z[i, j:j + 1].to(M.device)  # 1-d float64: the product is float64 (M promoted exactly)
+            for c in range(a, b, _CHUNK):
+                e = min(b, c + _CHUNK)
+                out[c:e] = out[c:e] + zj * M[j, c:e]
+    return out.to(p.dtype)
 
 
 def project_large(p: torch.Tensor, M: torch.Tensor, segments: Segments = None, rho: float = 0.0,
@@ -356,21 +440,54 @@ def project_large(p: torch.Tensor, M: torch.Tensor, segments: Segments = None, r
     k = M.shape[0]
     L = 1 if segments is None else len(segments)
     if k == 0:
-        return p.clone(), {"z": torch.zeros(L, 0, dtype=torch.float64), "residual": 0.0, "failed": 0,
-                           "active": 0}
-    G, q, pp = _gram(p, M, segments)
-    Gh, qh, scale = _normalise(G.cpu(), q.cpu(), pp.cpu(), rho)
-    if not (torch.isfinite(Gh).all() and torch.isfinite(qh).all()):
-        return torch.full_like(p, float("nan")), {"z": torch.zeros(L, k, dtype=torch.float64),
-                                                   "residual": float("nan"), "failed": 0, "active": 0}
-    zs, failed, worst = [], 0, 0.0
-    for i in range(L):
-        zl, ok = solve_dual_active_set(Gh[i], qh[i])
-        res = float(kkt_residual(Gh[i], qh[i], zl))
-        worst = max(worst, res)
-        failed += int((not ok) or res > tol)
-        zs.append(zl)
-    zh = torch.stack(zs)
-    z = zh * scale
-    out = _recover(p, M, z.to(M.device), segments)
+        return _no_solution(p, L, 0, True)
+    segs = [(0, p.shape[-1])] if segments is None else list(segments)
+    sol = _solve_segments(*_gram(p, M, segments), rho, tol, lambda i: (p[segs[i][0]:segs[i][1]],
+                                                                        M[:, segs[i][0]:segs[i][1]]))
+    if sol is None:
+        return _no_solution(p, L, k, False)
+    z, zh, failed, worst = sol
+    out = _recover_active(p, M, z, segments)
     return out, {"z": z, "residual": worst, "failed": failed, "active": int((zh > 0).sum())}
+
+
+# --------------------------------------------------------------------------------------------------
+# QP_g on a memory kept as scaled rows with its Gram matrix (GradMA's ``gram="incremental"``)
+
+
+def update_gram(H: torch.Tensor, U: torch.Tensor, rows: torch.Tensor, segments: Segments) -> None:
+    """H (L, k, k) = U U^T per segment, in place, after the ``rows`` of U (k, d) changed: S x k dot products of
+    length d (float64) instead of k x k; the block of changed rows is symmetrised, so H stays symmetric."""
+    segs = [(0, U.shape[-1])] if segments is None else list(segments)
+    Ur = U.index_select(0, rows)
+    for i, (a, b) in enumerate(segs):
+        Hr = Ur[:, a:b] @ U[:, a:b].T  # (S, k)
+        H[i, rows, :] = Hr
+        H[i, :, rows] = Hr.T
+        block = Hr[:, rows]
+        H[i, rows[:, None], rows[None, :]] = 0.5 * (block + block.T)
+
+
+def project_rows(p: torch.Tensor, U: torch.Tensor, scale: torch.Tensor, H: torch.Tensor, segments: Segments = None,
+                 rho: float = 0.0, tol: float = 1e-6):
+    """QP_g (``project_large``'s problem and solver) for the rows M_j = scale_j U_j, U (k, d) float64, given
+    H = U U^T per segment (L, k, k): G = (scale scale^T) * H and q = scale * (U p) cost one pass over U
+    instead of the k x k products of length d; a row of scale 0 (an empty slot) constrains nothing (z_j = 0).
+    p~ = p + sum_j z_j scale_j U_j over the positive z_j only, in float64, rounded once. Returns what
+    ``project_large`` returns."""
+    k = U.shape[0]
+    L = 1 if segments is None else len(segments)
+    segs = [(0, p.shape[-1])] if segments is None else list(segments)
+    p64 = p.to(torch.float64, copy=True)
+    q = torch.stack([U[:, a:b] @ p64[a:b] for a, b in segs]) * scale
+    pp = torch.stack([p64[a:b] @ p64[a:b] for a, b in segs])
+    sol = _solve_segments(H * (scale[:, None] * scale[None, :]), q, pp, rho, tol,
+                          lambda i: (p[segs[i][0]:segs[i][1]], U[:, segs[i][0]:segs[i][1]] * scale[:, None]))
+    if sol is None:
+        return _no_solution(p, L, k, False)
+    z, zh, failed, worst = sol
+    coef = (z.to(U.device) * scale).cpu()  # p~ = p + sum_j coef_j U_j
+    for i, (a, b) in enumerate(segs):
+        for j in coef[i].nonzero().flatten().tolist():
+            p64[a:b] += coef[i, j].item() * U[j, a:b]  # the product, then the sum (no fused rounding)
+    return p64.to(p.dtype), {"z": z, "residual": worst, "failed": failed, "active": int((zh > 0).sum())}

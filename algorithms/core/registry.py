@@ -9,7 +9,8 @@ and ``compress/`` (``tests/test_layout.py`` holds every module to that rule), so
 Variants are configurations, not subclasses. A ``Configuration`` is an algorithm class under another name
 with its own ``Hyper`` (other defaults, or extra fields) and, where it says so, another server optimizer
 (``optim``): FedAvgM is FedAvg with ``optim.ServerMomentum`` (GradMA paper, Sec. 6.1, the "slow-momentum
-variants"), ``bherd_random`` is BHerd with ``selection="random"``.
+variants"), ``bherd_random`` is BHerd with ``selection="random"``, GradMA-W is GradMA with its server memory
+and momentum fixed off (``fixed``: not exposed as hyperparameters).
 """
 from __future__ import annotations
 
@@ -71,11 +72,13 @@ def _caller_module(depth: int) -> str:
 
 
 def configure(algorithm: type[Algorithm], name: str, doc: str = "", *, server_optimizer: type | None = None,
-              fields: tuple = (), **defaults: Any) -> Configuration:
+              fields: tuple = (), fixed: Mapping[str, Any] | None = None, **defaults: Any) -> Configuration:
     """``algorithm`` as ``name`` with other hyperparameter ``defaults`` (each keeps its declared constraint),
     extra ``fields`` (``(name, type, hyper.param(default, constraint), before)``, ``before`` a field name or
-    None for the end) and, when given, ``server_optimizer``. ``register`` the result."""
-    Hyper = hyper.derive(algorithm.Hyper, defaults, fields, qualname=f"{name}.Hyper")
+    None for the end), ``fixed`` values (hyperparameters, or class constants of ``algorithm.Hyper``, that the
+    configuration sets and does not expose: GradMA-W is GradMA with ``m = 0`` and ``beta1 = 0`` fixed) and,
+    when given, ``server_optimizer``. ``register`` the result."""
+    Hyper = hyper.derive(algorithm.Hyper, defaults, fields, qualname=f"{name}.Hyper", fixed=fixed)
     return Configuration(algorithm, name, Hyper, server_optimizer, doc, _caller_module(1))
 
 
