@@ -97,7 +97,8 @@ def eps_l_rate(ctx: CheckContext, *, Ts=None, args: dict | None = None, algorith
                        f"for each T in {Ts}"),
             hypothesis("full local gradients grad f_i (the analysis has no sigma^2)", "Sec. 5", True, "batch = all")]
     reason = "" if met else (
-        f"{TAU1_REASON} Measured: max ||g - g~||^2 = {sq.min():.3g}-{sq.max():.3g} for T = {Ts[0]}-{Ts[-1]} (rho^2 = "
+        f"{TAU1_REASON} Measured: ||g - g~||/||g|| = {np.median(tau1):.4f} at tau = 1 (median), max ||g - g~||^2 = "
+        f"{sq.min():.3g}-{sq.max():.3g} for T = {Ts[0]}-{Ts[-1]} (rho^2 = "
         f"{rho_sq(prob):.3g}) against 1/T = {1 / Ts[0]:.2g}-{1 / Ts[-1]:.2g}: Theorem 1 is not contradicted; "
         "Corollary 1 is vacuous on heterogeneous data.")
     return Outcome(verdict, key, evidence, cond, series, hypotheses=hyps, reason=reason)
