@@ -109,7 +109,7 @@ def compare_verdicts(old: Path, new: Path) -> dict:
     changed)."""
     o, n = _verdicts(old), _verdicts(new)
     return {"old_report": str(old) if old.is_file() else None, "new_report": str(new) if new.is_file() else None,
-            "changed": [{"id": i, "old": _shown(o[i]), "new": _shown(n[i]), "reason": n[i][2]}
+            "changed": [{"id": i, "old": _shown(o[i]), "new": _shown(n[i]), **({"reason": n[i][2]} if n[i][2] else {})}
                         for i in sorted(set(o) & set(n)) if o[i][0] != n[i][0]],
             "unchanged": sum(o[i][0] == n[i][0] for i in set(o) & set(n)),
             "added": sorted(set(n) - set(o)), "removed": sorted(set(o) - set(n))}
