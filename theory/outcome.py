@@ -86,8 +86,8 @@ class Outcome:
         elif self.verdict == VIOLATED and premises:
             self.verdict = PREMISE_FAILS
             self.reason = ("the conclusion fails, and so does its premise in the run ("
-                           + "; ".join(_named(h) for h in premises) + "): the statement is not contradicted, "
-                           "its premise is false for the algorithm")
+                           + "; ".join(f"{h.name} [{h.source}]" for h in premises) + "): the statement is not "
+                           "contradicted, its premise is false for the algorithm")
         if self.verdict == PREMISE_FAILS and not premises:
             raise ValueError("PREMISE FAILS needs the failed premise, measured: a Hypothesis(kind='premise', "
                              "holds=False) among the outcome's hypotheses")

@@ -244,7 +244,7 @@ def findings(claims: list[dict]) -> list[str]:
         held = [h["name"] for h in hyps if h["holds"]]
         failed = [f"{h['name']} ({h['value']})" if h.get("value") else h["name"] for h in hyps if not h["holds"]]
         md += [f"**{c['id']}: {c['verdict']}.** " + (f"{c['quote']}" if c.get("quote") else c["statement"]), ""]
-        if hyps:
+        if held:
             md += [f"- Hypotheses verified in the run ({len(held)} of {len(hyps)}): " + "; ".join(held) + "."]
         if failed:
             md += ["- Not met: " + "; ".join(failed) + "."]
