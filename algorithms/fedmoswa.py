@@ -25,6 +25,13 @@ hold n samples, where both are 1/s). Paper defaults: rho = 0.1, alpha = 1.5, gam
 Under Option II, c_i^+ = sum_k eta_k g_i(theta_{i,k}) / sum_k eta_k (the LR-weighted mean of the local
 minibatch gradients) when the local optimizer is plain SGD.
 
+``m_mean = "all"`` is the update the appendix's proof analyses instead (Lemma G.11: m^t = (1 - gamma) m^{t-1}
++ gamma (1/m) sum_{i=1}^m c_i^t, an average over ALL m clients' latest c_i, the unsampled ones keeping theirs):
+the server keeps cbar = (1/N) sum_i c_i as SCAFFOLD keeps its c (cbar <- cbar + (1/N) sum_{i in S} (c_i^+ - c_i),
+exact since every c_i starts at 0), the client sends c_i^+ - c_i as well (counted in its bits), and
+m <- (1 - gamma) m + gamma cbar. It is not the algorithm of the paper's box (the default ``"sampled"`` is);
+``theory/claims/fedswa.py`` runs both under partial participation, where they differ.
+
 Local optimizer (``check_optimizer`` refuses the rest before any training). The corrected gradient
 h_k = g_i(theta_{i,k}) - c_i + m of Eq. (5) is what the experiment's optimizer steps on. Under heavy-ball
 momentum beta (torch semantics, b_k = beta b_{k-1} + h_k, b_0 = h_0) the model change is
@@ -67,6 +74,9 @@ class FedMoSWA(Algorithm):
         gamma: float = param(0.2, Range("(0, 1]"))  # server control-variate momentum (Eq. 7)
         # client control-variate update, Eq. (6): 1 = g_i(theta), 2 = from the model change
         option: int = param(2, choice(1, 2))
+        # the server's m: EMA of the sampled clients' c_i^+ (Eq. 7, Alg. 1 line 16) or of all m clients' latest
+        # c_i (the proof's Lemma G.11; see the module docstring)
+        m_mean: str = param("sampled", choice("sampled", "all"))
 
     @classmethod
     def check_optimizer(cls, hp, optimizer):
@@ -76,7 +86,10 @@ class FedMoSWA(Algorithm):
                                "Use optimizer 'sgd' (with any momentum), or option=1")
 
     def init(self, params):
-        return {"params": params.clone(), "m": torch.zeros_like(params)}
+        state = {"params": params.clone(), "m": torch.zeros_like(params)}
+        if self.hp.m_mean == "all":
+            state["cbar"] = torch.zeros_like(params)
+        return state
 
     def broadcast(self, server_state):
         return Message({"x": server_state["params"].to(torch.float32),
@@ -92,13 +105,20 @@ class FedMoSWA(Algorithm):
             c_new = g0
         else:
             c_new = c - m + (w0 - w) / lr_sum
-        up = Message({"delta": (w - w0).to(torch.float32), "dc": (c_new - m).to(torch.float32)})
-        return up, {"c": c_new}
+        parts = {"delta": (w - w0).to(torch.float32), "dc": (c_new - m).to(torch.float32)}
+        if self.hp.m_mean == "all":
+            parts["dci"] = (c_new - c).to(torch.float32)
+        return Message(parts), {"c": c_new}
 
     def aggregate(self, server_state, uplinks, weights, info):
         delta = self.weighted_mean(uplinks["delta"], weights)
+        params = server_state["params"] + self.hp.alpha * delta
+        if self.hp.m_mean == "all":  # Lemma G.11: the mean of all N clients' latest c_i
+            cbar = server_state["cbar"] + uplinks["dci"].sum(dim=0) / info.num_clients
+            m = (1 - self.hp.gamma) * server_state["m"] + self.hp.gamma * cbar
+            return {**server_state, "params": params, "m": m, "cbar": cbar}
         m = server_state["m"] + self.hp.gamma * uplinks["dc"].mean(dim=0)
-        return {**server_state, "params": server_state["params"] + self.hp.alpha * delta, "m": m}
+        return {**server_state, "params": params, "m": m}
 
 
 @register

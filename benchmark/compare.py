@@ -12,7 +12,9 @@
   among many are read as what they may be.
   Cells are matched by the ``cell`` column (the config hash without the seed) when both files have it, else by
   the descriptive columns (algorithm, its arguments, dataset, partition, N, S, rounds, model).
-* Theory verdicts: ``results/theory/<v>/report.json``, claim by claim.
+* Theory verdicts: ``results/theory/<v>/report.json``, claim by claim; a changed verdict is listed with the new
+  report's reason for it (theory reports from 0.4.0 give one for every VIOLATED, PREMISE FAILS, NOT REPRODUCED
+  and every INCONCLUSIVE that the hypotheses decided).
 * Empirical-claim verdicts: ``results/claims/<v>/report.json`` (CPU scale) and ``.../full/report.json``.
 """
 from __future__ import annotations
@@ -81,10 +83,11 @@ def _stats(v: list[float]) -> dict:
     return {"mean": float(np.mean(v)), "min": float(min(v)), "max": float(max(v)), "seeds": len(v)}
 
 
-def _verdicts(path: Path) -> dict[str, tuple[str, str | None]]:
-    """{key: (verdict, scale)} of a report's claims. A claim run at several scales (a claims report's main claim
-    at two scales) has one row per scale: its first row is keyed by the claim id, so that it meets the other
-    version's row of that claim, and each further row by "id (scale scale)"."""
+def _verdicts(path: Path) -> dict[str, tuple[str, str | None, str]]:
+    """{key: (verdict, scale, reason)} of a report's claims. A claim run at several scales (a claims report's main
+    claim at two scales) has one row per scale: its first row is keyed by the claim id, so that it meets the other
+    version's row of that claim, and each further row by "id (scale scale)". ``reason``: the report's one line on
+    why the verdict is what it is (theory reports from 0.4.0), else ""."""
     if not path.is_file():
         return {}
     data = json.loads(path.read_text())
@@ -92,21 +95,22 @@ def _verdicts(path: Path) -> dict[str, tuple[str, str | None]]:
     for c in data.get("claims", []):
         key = c["id"] if c["id"] not in seen else f"{c['id']} ({c.get('scale')} scale)"
         seen.add(c["id"])
-        out[key] = (c["verdict"], c.get("scale"))
+        out[key] = (c["verdict"], c.get("scale"), str(c.get("reason") or "") if "hypotheses" in c else "")
     return out
 
 
-def _shown(v: tuple[str, str | None]) -> str:
+def _shown(v: tuple) -> str:
     return v[0] if v[1] is None else f"{v[0]} ({v[1]})"
 
 
 def compare_verdicts(old: Path, new: Path) -> dict:
-    """Verdicts that changed between two reports; a verdict shows its scale where the report gives one (a
-    change of scale is part of what changed)."""
+    """Verdicts that changed between two reports, each with the new report's reason for its verdict (where it
+    gives one); a verdict shows its scale where the report gives one (a change of scale is part of what
+    changed)."""
     o, n = _verdicts(old), _verdicts(new)
     return {"old_report": str(old) if old.is_file() else None, "new_report": str(new) if new.is_file() else None,
-            "changed": [{"id": i, "old": _shown(o[i]), "new": _shown(n[i])} for i in sorted(set(o) & set(n))
-                        if o[i][0] != n[i][0]],
+            "changed": [{"id": i, "old": _shown(o[i]), "new": _shown(n[i]), **({"reason": n[i][2]} if n[i][2] else {})}
+                        for i in sorted(set(o) & set(n)) if o[i][0] != n[i][0]],
             "unchanged": sum(o[i][0] == n[i][0] for i in set(o) & set(n)),
             "added": sorted(set(n) - set(o)), "removed": sorted(set(o) - set(n))}
 
@@ -123,6 +127,10 @@ def compare(results: Path, old: str, new: str) -> dict:
             "claims": compare_verdicts(results / "claims" / old / "report.json", results / "claims" / new / "report.json"),
             "claims_full": compare_verdicts(results / "claims" / old / "full" / "report.json",
                                             results / "claims" / new / "full" / "report.json")}
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def markdown(c: dict) -> str:
@@ -169,8 +177,11 @@ def markdown(c: dict) -> str:
         out += [f"{len(v['changed'])} changed, {v['unchanged']} unchanged, {len(v['added'])} added, "
                 f"{len(v['removed'])} removed.", ""]
         if v["changed"]:
-            out += [tabulate([[x["id"], x["old"], x["new"]] for x in v["changed"]],
-                             headers=["claim", c["old"], c["new"]], tablefmt="github"), ""]
+            why = any(x.get("reason") for x in v["changed"])
+            out += [tabulate([[x["id"], x["old"], x["new"]] + ([_cell(x.get("reason") or "-")] if why else [])
+                              for x in v["changed"]],
+                             headers=["claim", c["old"], c["new"]] + ([f"why ({c['new']}'s reason)"] if why else []),
+                             tablefmt="github"), ""]
         if v["added"]:
             out += ["Added: " + ", ".join(f"`{i}`" for i in v["added"]), ""]
         if v["removed"]:

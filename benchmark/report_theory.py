@@ -1,9 +1,11 @@
 """The theory report: ``report.md`` (every claim with its kind, verdict and evidence), ``report.json`` (the same,
 with the hash of the code it was generated on, for ``tests/test_theory_report.py``) and one plot per series.
 
-Written from the claims' result dicts (``theory.claims``: id, paper, kind, source, statement, verdict, key
-number, evidence, series) by ``fedrepro theory``; this module takes plain values and imports nothing of
-``theory`` (``benchmark`` is the package that writes files).
+Written from the claims' result dicts (``theory.claims``: id, paper, kind, source, statement, quote, verdict, key
+number, reason, hypotheses, evidence, series) by ``fedrepro theory``; this module takes plain values and imports
+nothing of ``theory`` (``benchmark`` is the package that writes files). The verdicts (``VOCABULARY``, DESIGN.md
+"Theory checks"): HOLDS, VIOLATED (the conclusion fails under every hypothesis, each listed with its value in the
+run), PREMISE FAILS, NOT REPRODUCED, INCONCLUSIVE, UNINFORMATIVE.
 """
 from __future__ import annotations
 
@@ -70,7 +72,20 @@ def _fmt_evidence(ev, depth: int = 0) -> list[str]:
     return lines
 
 
-VERDICT_ORDER = ("HOLDS", "VIOLATED", "INCONCLUSIVE", "UNINFORMATIVE")
+VERDICT_ORDER = ("HOLDS", "VIOLATED", "PREMISE FAILS", "NOT REPRODUCED", "INCONCLUSIVE", "UNINFORMATIVE")
+VOCABULARY = (
+    "Each claim is a statement with a check that can fail. Its kind: a *paper* claim (a lemma, theorem or sentence "
+    "of the paper) or a *derived* statement (a reference formula, a consequence the paper does not state, a property "
+    "of the implementation). HOLDS: the statistics support it at the stated false-alarm rate. VIOLATED: the "
+    "conclusion fails while every hypothesis the statement states holds in the run (each listed under the claim, "
+    "with its value in the run: step-size caps as the proof needs them, the horizon, the algorithm as stated); a "
+    "finding, reported with its evidence. PREMISE FAILS: an assumption of the statement, or a corollary's setting, "
+    "that the algorithm cannot meet, with the measured evidence: the statement is not contradicted, its premise is "
+    "false for the algorithm. NOT REPRODUCED: an empirical figure of the paper that the check could not reproduce "
+    "at the setting it states (a figure is not a theorem). INCONCLUSIVE: too little power, or the run is outside "
+    "the statement's hypotheses (the reason says which). UNINFORMATIVE: not contradicted, but an algorithm that "
+    "never moves would pass the same check (the bound is loose at every horizon the check reaches; the evidence "
+    "gives the slack and the horizon where it would bite). Bound checks report their slack, bound / measured.")
 KIND_TITLES = {"paper": "paper claims", "derived": "derived statements"}
 
 
@@ -95,6 +110,18 @@ def counts_line(counts: dict) -> str:
     return "; ".join(parts) + "."
 
 
+def hypotheses_lines(hyps: list[dict], cell=str) -> list[str]:
+    """The hypotheses a check verified in its run, as a markdown table (none: nothing)."""
+    from tabulate import tabulate
+
+    if not hyps:
+        return []
+    rows = [[cell(h["name"]), cell(h["source"]), h.get("kind", "setting"), cell(h.get("value", "")),
+             "yes" if h["holds"] else "**no**"] for h in hyps]
+    return ["Hypotheses in the run:", "", tabulate(rows, headers=["hypothesis", "source", "kind", "in the run",
+                                                                  "holds"], tablefmt="github"), ""]
+
+
 def write_report(results: list[dict], folder: Path, provenance: dict | None = None) -> dict:
     """report.md, report.json and the plots. ``provenance``: {"code_hash", "hashed_files"} of
     ``theory.provenance`` (recorded so that a test can tell when the report is stale)."""
@@ -111,15 +138,7 @@ def write_report(results: list[dict], folder: Path, provenance: dict | None = No
              f"**{r['verdict']}**", cell(r["key_number"])] for r in results]
     md = [f"# Theory report ({version['package']})", "",
           f"Code {version['git_commit'] or '?'}{' (dirty)' if version['git_dirty'] else ''}. "
-          f"{len(results)} claims. {counts_line(counts)}", "",
-          "Each claim is a statement with a check that can fail. Its kind: a *paper* claim (a lemma, theorem or "
-          "sentence of the paper) or a *derived* statement (a reference formula, a consequence the paper does not "
-          "state, a property of the implementation). HOLDS: the statistics support it at the stated false-alarm "
-          "rate. VIOLATED: the numbers contradict it (a finding, reported with its evidence). INCONCLUSIVE: too "
-          "little power, or the premises do not apply (the evidence says which). UNINFORMATIVE: not contradicted, "
-          "but an algorithm that never moves would pass the same check (the bound is loose at every horizon the "
-          "check reaches; the evidence gives the slack and the horizon where it would bite). Bound checks report "
-          "their slack, bound / measured.", ""]
+          f"{len(results)} claims. {counts_line(counts)}", "", VOCABULARY, ""]
     if provenance:
         md += [f"Code hash {provenance['code_hash'][:16]} over {len(provenance['hashed_files'])} files (theory/ and "
                "the algorithms the claims use; see theory/provenance.py).", ""]
@@ -131,9 +150,14 @@ def write_report(results: list[dict], folder: Path, provenance: dict | None = No
     for paper, rs in sorted(by_paper.items()):
         md += [f"## {PAPER_TITLES.get(paper, paper)}", ""]
         for r in rs:
-            md += [f"### {r['id']}", "", f"*{r['source']}* ({r.get('kind', 'paper')}): {r['statement']}", "",
-                   f"**{r['verdict']}** ({r['key_number']}); false-alarm rate {r['false_alarm']:g}; "
+            md += [f"### {r['id']}", "", f"*{r['source']}* ({r.get('kind', 'paper')}): {r['statement']}", ""]
+            if r.get("quote"):
+                md += [f"> {r['quote']}", ""]
+            md += [f"**{r['verdict']}** ({r['key_number']}); false-alarm rate {r['false_alarm']:g}; "
                    f"{r['seconds']:.1f} s{' (quick mode)' if r['quick'] else ''}.", ""]
+            if r.get("reason"):
+                md += [f"Why {r['verdict']}: {r['reason'].rstrip('.')}.", ""]
+            md += hypotheses_lines(r.get("hypotheses") or [], cell)
             if r.get("conditions"):
                 md += [f"Conditions: {r['conditions']}", ""]
             md += _fmt_evidence(r["evidence"]) + [""]

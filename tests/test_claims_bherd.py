@@ -86,3 +86,26 @@ def test_alpha_check_has_power_against_a_reversed_trend():
     assert not stats.slope_at_most(inv, worse, 0.0).passed
     res = stats.slope_at_most(inv, better, 0.0)
     assert res.passed and res.details["confirmed"]
+
+
+def test_fig3a_is_an_empirical_figure_not_reproduced_at_the_toy_setting():
+    from theory.claims import NOT_REPRODUCED, CheckContext, all_claims
+
+    out = B.alpha_sweep(CheckContext(0, True))
+    assert out.verdict == NOT_REPRODUCED, out.key_number
+    assert "alpha = 0.1 converges" in out.reason and "not the figure's setting" in out.reason
+    (c,) = [c for c in all_claims(claim_id="bherd.fig3a.alpha")]
+    # the quote is the paper's sentence about Fig. 3(a), not its sentence about FedNova's global step size
+    assert "increases the global step size" not in c.statement + c.quote and "0.5 is posited" in c.quote
+
+
+def test_prop1_gap_near_the_papers_setting_per_alpha():
+    from theory.claims import VIOLATED, CheckContext
+
+    out = B.prop1(CheckContext(0, True))
+    like = out.evidence["paper_like"]
+    med = [v["median"] for v in like["per_alpha"].values()]  # alpha = 0.7, 0.5, 0.3, 0.1
+    assert out.verdict == VIOLATED and like["all_above_tolerance"]
+    assert med == sorted(med) and med[0] > 10 * out.evidence["tolerance"]  # the gap grows as alpha falls
+    assert {v["tau_i"][0] for v in like["per_alpha"].values()} == {120}  # B = 100 on 12,000 images per client
+    assert all(h["holds"] for h in (x.to_dict() for x in out.hypotheses))

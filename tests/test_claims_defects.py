@@ -1,6 +1,8 @@
 """Every claim's check can change its verdict: a planted defect (a frozen server, a biased operator, a wrong step
-size, a missing correction, a data bug) turns a HOLDS into VIOLATED or at least out of HOLDS, and where the
-published verdict is VIOLATED a repair turns it into HOLDS. Sizes are small: the defects are gross on purpose.
+size, a missing correction, a data bug) turns a HOLDS into VIOLATED or at least out of HOLDS (a check that runs
+outside its statement's hypotheses, e.g. above the proof's step cap, reports its rejection as INCONCLUSIVE, never
+VIOLATED), and where the published verdict is VIOLATED a planted control turns it into HOLDS. Sizes are small: the
+defects are gross on purpose.
 
 The list ``DEFECTS`` below names the defect of every claim; ``test_every_claim_has_a_planted_defect`` keeps it
 complete."""
@@ -11,7 +13,7 @@ import torch
 from algorithms import compress as C
 from algorithms.core import herding
 from theory import montecarlo as MC
-from theory.claims import HOLDS, INCONCLUSIVE, UNINFORMATIVE, VIOLATED, CheckContext, all_claims
+from theory.claims import HOLDS, INCONCLUSIVE, PREMISE_FAILS, UNINFORMATIVE, VIOLATED, CheckContext, all_claims
 from theory.claims import bherd as B
 from theory.claims import compression as TC
 from theory.claims import fedbat as F
@@ -37,13 +39,13 @@ DEFECTS = {
     "compression.bits.honest": "an operator carrying its scale in the uncounted meta -> VIOLATED",
     "gradma.cor1.speedup_S": "frozen server (eta_g ~ 0): the rate test rejects (correct GradMA: does not)",
     "gradma.cor1.local_steps_I": "repair: no worker QP (GradMA-S) -> the I-rate is no longer rejected",
-    "gradma.a4.eps_l_rate": "repair: no worker QP (GradMA-S, g~ = g) -> HOLDS",
-    "gradma.a4.projection_real_training": "repair: no worker QP (GradMA-S) -> HOLDS",
+    "gradma.a4.eps_l_rate": "PREMISE FAILS; repair: no worker QP (GradMA-S, g~ = g) -> HOLDS",
+    "gradma.a4.projection_real_training": "PREMISE FAILS; repair: no worker QP (GradMA-S) -> HOLDS",
     "bherd.v1.random_reference": "a sampler that never picks the last step -> VIOLATED",
     "bherd.eq12.herding_vs_random": "a selection keeping the steps farthest along one direction -> VIOLATED",
     "bherd.prop1.gap": "repair: alpha = 1 (every step kept) -> HOLDS",
     "bherd.thm12.bounds": "frozen server -> not HOLDS (the bounds are above the initial gap: UNINFORMATIVE)",
-    "bherd.fig3a.alpha": "repair: server step (1/alpha)^2 instead of 1/alpha -> the trend test passes",
+    "bherd.fig3a.alpha": "NOT REPRODUCED; server step (1/alpha)^2 instead of 1/alpha -> the trend test passes",
     "fedbat.theorem1.rate": "frozen server -> VIOLATED",
     "fedbat.theorem1.bound": "frozen server -> not HOLDS (UNINFORMATIVE)",
     "fedbat.theorem2.rate": "frozen server -> VIOLATED",
@@ -53,9 +55,12 @@ DEFECTS = {
     "fedbat.remark3.learned_alpha_bias": "alpha = ||m||_inf (the unbiased theory variant) -> VIOLATED",
     "fedbat.remark3.smaller_q": "a step size floored at 1.5 ||m_l||_inf -> VIOLATED",
     "fedswa.thm51.stability": "data bug (every run sees the first 10 samples only) -> VIOLATED",
-    "fedswa.thm52.faster_alpha_s_K": "eta_l = eta~/(K^2 alpha) (a step that shrinks with K) -> VIOLATED",
-    "fedswa.thm52.sigma_g_free_full": "drift correction removed (FedSWA) -> VIOLATED; frozen server -> UNINFORMATIVE",
-    "fedswa.thm52.sigma_g_free_partial": "repair: SCAFFOLD's exact mean of the control variates -> not VIOLATED",
+    "fedswa.thm52.faster_alpha_s_K": "eta_l = eta~/(K^2 alpha) (a step that shrinks with K) -> rejected (outside the "
+                                     "proof's cap: INCONCLUSIVE)",
+    "fedswa.thm52.sigma_g_free_full": "drift correction removed (FedSWA) -> rejected (not the algorithm as stated: "
+                                      "INCONCLUSIVE); frozen server -> UNINFORMATIVE",
+    "fedswa.thm52.sigma_g_free_partial": "control: the proof's all-clients m (Lemma G.11) -> HOLDS; above the proof's "
+                                         "cap -> INCONCLUSIVE (outside the hypotheses)",
     "lfl.theorem1.bound": "frozen server -> not HOLDS (its own plug-in constants keep the bound above its error)",
     "lfl.corollary1.bound_vanishes": "repair: Gamma = 0 -> HOLDS",
     "lfl.corollary1.gap_vanishes_noniid": "frozen server -> not HOLDS",
@@ -127,7 +132,8 @@ def test_gradma_local_steps_rate_is_restored_without_the_worker_qp():
 
 
 def test_gradma_assumption4_holds_without_the_worker_qp():
-    assert G.eps_l_rate(Q).verdict != HOLDS
+    out = G.eps_l_rate(Q)
+    assert out.verdict == PREMISE_FAILS and "tau = 1" in out.reason  # an assumption, not a conclusion
     assert G.eps_l_rate(Q, algorithm="gradma_s").verdict == HOLDS
     assert G.projection_real(Q, algorithm="gradma_s").verdict == HOLDS
 
@@ -225,19 +231,31 @@ def test_fedswa_stability_catches_a_data_bug():
 
 def test_fedswa_faster_catches_a_step_that_shrinks_with_K():
     out = S.faster(Q, lr_fn=lambda eta_tilde, K, alpha: eta_tilde / (K * K * alpha), only=("K",), seeds=8)
-    assert out.verdict == VIOLATED, out.key_number
+    # rejected; run at the main text's step condition, above the proof's cap: outside the hypotheses, not VIOLATED
+    assert not out.evidence["K"]["test"]["passed"], out.key_number
+    assert out.verdict == INCONCLUSIVE and "eta_l <= 1/(81 beta K alpha)" in out.reason
 
 
 def test_fedswa_sigma_g_free_full_without_drift_correction_and_frozen():
-    assert S.sigma_g_full(Q, algorithm="fedswa", args=S._FEDSWA, rounds=60, seeds=3).verdict == VIOLATED
+    out = S.sigma_g_full(Q, algorithm="fedswa", args=S._FEDSWA, rounds=60, seeds=3)
+    assert not out.evidence["fedmoswa_slope_test"]["passed"] and out.verdict == INCONCLUSIVE
     with registered(frozen("fedmoswa")) as name:
         out = S.sigma_g_full(Q, algorithm=name)
     assert out.verdict in (UNINFORMATIVE, INCONCLUSIVE) and not out.evidence["frozen_reference_convergence"][
         "converged"]
 
 
-def test_fedswa_sigma_g_partial_repaired_by_scaffold():
-    assert S.sigma_g_partial(Q, algorithm="scaffold", args={}, gamma_sweep=False).verdict != VIOLATED
+def test_fedswa_partial_control_the_proofs_all_clients_update_holds():
+    # the same check on FedMoSWA with Lemma G.11's m (all m clients' c_i): the floor is gone, the bound holds
+    out = S.cap_outcome(Q, m_mean="all", rounds=600, seeds=3)
+    assert out.verdict == HOLDS, out.key_number
+    assert out.evidence["frozen_reference"]["fails_the_bound"]  # informative: an algorithm that never moves fails
+
+
+def test_fedswa_partial_above_the_proofs_step_cap_is_outside_the_hypotheses():
+    out = S.cap_outcome(Q, lr=1 / 6, rounds=200, seeds=3)  # the main text's 1/(2 beta K alpha): 40x the proof's cap
+    assert out.evidence["markov_fisher"]["rejected"]  # the numbers would reject the bound ...
+    assert out.verdict == INCONCLUSIVE and "outside the statement's hypotheses" in out.reason  # ... but not VIOLATED
 
 
 # ------------------------------------------------------------------------------------------ LFL

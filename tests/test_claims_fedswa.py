@@ -100,3 +100,44 @@ def test_fedmoswa_converges_to_the_optimum_where_fedavg_drifts():
     e_avg = F._run(p, "fedavg", {}, s=4, K=4, lr=0.08, T=60, seed=0, init=init)
     assert e_mo[-1] < 1e-4 * e_mo[0]
     assert e_avg[-1] > 100 * e_mo[-1]  # the client-drift floor of FedAvg on heterogeneous Hessians
+
+
+def test_lemma_g13_bound_by_hand():
+    # B_t = (1 - mu eta~/2)^t (||theta0 - theta*||^2 + 9 m eta~^2 C_0 / s)
+    b = F.lemma_g13_bound(3, mu=0.5, eta_tilde=0.1, r2=0.09, m=8, s=2, C0=16.0)
+    start = 0.09 + 9 * 8 * 0.01 * 16 / 2
+    assert b[0] == pytest.approx(start) and b[3] == pytest.approx(start * 0.975 ** 3)
+    # the proof's cap min(1/(81 beta K alpha), s/(15 mu m K alpha)): Lemma G.12's binds at Toy A's sizes
+    assert F.cap_lr(K=2, s=2, mu=0.5) == pytest.approx(1 / (81 * 2 * 1.5))
+    assert F.cap_lr(K=2, s=1, mu=1.0, m=100) == pytest.approx(1 / (15 * 100 * 2 * 1.5))
+
+
+def test_step_caps_record_the_main_text_and_the_proofs_conditions():
+    main = 1 / (2 * 5 * 1.5)  # the main-text checks' eta_l: inside the main text's condition, 40x the proof's cap
+    hyps = {h.name: h for h in F.step_caps(main, K=5, alpha=1.5, beta=1.0, s=2, m=8, mu=0.1, gamma=0.2, T=150,
+                                           rho=1.0, option=2)}
+    assert hyps["eta_l <= min(1/(beta K alpha), s/(mu m K alpha))"].holds
+    assert not hyps["eta_l <= 1/(81 beta K alpha)"].holds and "40.5x" in hyps["eta_l <= 1/(81 beta K alpha)"].value
+    cap = F.cap_lr(K=2, s=2, mu=0.5)
+    assert all(h.holds for h in F.step_caps(cap, K=2, alpha=1.5, beta=1.0, s=2, m=8, mu=0.5, gamma=0.2, T=2500,
+                                             rho=1.0, option=2))
+    assert not {h.name: h for h in F.step_caps(cap, K=2, alpha=1.5, beta=1.0, s=2, m=8, mu=0.5, gamma=0.2,
+                                               T=2500, rho=0.1, option=2)}[
+        "constant local learning rate eta_k^t = eta_l (rho = 1)"].holds
+
+
+def test_batched_seeds_equal_the_runs_alone():
+    # the proof-cap check runs its sampling seeds as one batched job; each equals the same run alone
+    from benchmark.experiment import Experiment
+    from theory.runs import trace, trace_group
+
+    p = F.hetero_quadratic(num_clients=4, d=3, mu=0.5, sigma_g=2.0, samples_per_client=6, seed=0)
+    exps = [Experiment(algorithm="fedmoswa", dataset=p.data, num_clients=None, model=p.model, clients_per_round=2,
+                       rounds=5, local_steps=2, batch_size=None, lr=0.05, algorithm_args=F._MOSWA, seed=s,
+                       device="cpu", eval_every=5, eval_train_samples=None) for s in (0, 1)]
+    init = p.optimum + F._unit(3, 0)
+    group = trace_group(exps, init=init)
+    for e, g in zip(exps, group):
+        alone = trace(e, init=init)
+        assert torch.allclose(g.params, alone.params, atol=1e-6) and np.array_equal(g.client_ids, alone.client_ids)
+    assert not torch.allclose(group[0].params, group[1].params)  # the seeds sample different clients

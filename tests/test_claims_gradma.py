@@ -7,7 +7,7 @@ import torch
 
 from algorithms.core import qp
 from theory import problems
-from theory.claims import HOLDS, INCONCLUSIVE, VIOLATED
+from theory.claims import HOLDS, INCONCLUSIVE, PREMISE_FAILS, VIOLATED
 from theory.claims import gradma as G
 
 
@@ -91,20 +91,30 @@ def _synthetic(slope_true, seeds=6, noise=0.01, seed=0):
     return xs, np.exp(np.log(3.0) + slope_true * np.log(xs)[None, :] + noise * rng.normal(size=(seeds, 3)))
 
 
+def _premises(met: bool) -> dict:
+    return {"all_met": met, "per_setting": {"S=4,I=5": {"T": 800, "T_ok": met, "T_min_printed": 775.0,
+                                                        "T_min_rederived": 775.0, "cond1": True, "cond2": True,
+                                                        "cond3": True, "cond3_lhs": 0.5, "met": met}}}
+
+
+def _a45(a4: bool) -> dict:
+    return {"all_met": a4, "A4_met": a4, "A5_met": True, "A4_eps_l_sq_realized": 0.0 if a4 else 5.0,
+            "A4_eps_l_sq_required": 0.01, "A5_eps_g_sq": {"S=4": {"realized": 0.0, "required": 1e-3}}}
+
+
 def test_rate_decision_has_power_against_a_slower_rate():
-    ok = {"all_met": True}
-    hyp_ok = {"all_met": True, "A5_met": True, "A4_eps_l_sq_realized": 0.0, "A4_eps_l_sq_required": 1.0}
+    ok, hyp_ok = _premises(True), _a45(True)
     xs, m = _synthetic(-0.7)
     assert G.rate_outcome("S", xs, m, -0.5, ok, hyp_ok, {}, "", {}, 1e-3).verdict == HOLDS
     xs, m = _synthetic(-0.3)  # planted defect: a slower rate than the bound's S^-1/2
     assert G.rate_outcome("S", xs, m, -0.5, ok, hyp_ok, {}, "", {}, 1e-3).verdict == VIOLATED
     # premises not met: never HOLDS or VIOLATED
-    out = G.rate_outcome("S", xs, m, -0.5, {"all_met": False}, hyp_ok, {}, "", {}, 1e-3)
+    out = G.rate_outcome("S", xs, m, -0.5, _premises(False), hyp_ok, {}, "", {}, 1e-3)
     assert out.verdict == INCONCLUSIVE and "why_inconclusive" in out.evidence
-    # the Corollary's hypothesis A4 fails along the runs: a failed rate does not contradict the Corollary
-    bad = {**hyp_ok, "all_met": False, "A4_eps_l_sq_realized": 5.0, "A4_eps_l_sq_required": 0.01}
-    out = G.rate_outcome("S", xs, m, -0.5, ok, bad, {}, "", {}, 1e-3)
-    assert out.verdict == INCONCLUSIVE and "A4" in out.evidence["why_inconclusive"]
+    # the Corollary's hypothesis A4 fails along the runs: a failed rate does not contradict the Corollary, whose
+    # premise is false for the algorithm
+    out = G.rate_outcome("S", xs, m, -0.5, ok, _a45(False), {}, "", {}, 1e-3)
+    assert out.verdict == PREMISE_FAILS and "A4" in out.reason
 
 
 def test_rho_sq_is_the_heterogeneity_at_the_optimum():

@@ -2,10 +2,10 @@
 setting, or the part of it that decides). The quick-mode pins are in tests/test_theory_report.py.
 
 Not re-run here (too slow for the suite, minutes each on 2 cores): the full rate fits of gradma.cor1.speedup_S and
-gradma.cor1.local_steps_I. What decides their published INCONCLUSIVE is pinned instead: the report's horizon meets
+gradma.cor1.local_steps_I. What decides their published PREMISE FAILS is pinned instead: the report's horizon meets
 T_min and Theorem 1's step-size conditions, Assumption 4 with eps_l = T^-1/2 already fails in the first rounds of a
 run at that horizon (the realized max only grows with more rounds), the published rate test rejected the rate,
-and the decision rule maps "rate rejected, A4 fails" to INCONCLUSIVE (tests/test_claims_gradma.py)."""
+and the decision rule maps "rate rejected, A4 fails" to PREMISE FAILS (tests/test_theory_verdicts.py)."""
 import json
 import pathlib
 
@@ -45,11 +45,13 @@ def test_published_verdict_at_the_deciding_size(group):
 
 @pytest.mark.parametrize("cid,xs", [("gradma.cor1.speedup_S", "S"), ("gradma.cor1.local_steps_I", "I")])
 def test_gradma_corollary_verdicts_are_decided_by_A4_at_T_min(cid, xs):
-    ev = _published()[cid]["evidence"]
-    assert _published()[cid]["verdict"] == "INCONCLUSIVE"
+    pub = _published()[cid]
+    ev = pub["evidence"]
+    assert pub["verdict"] == "PREMISE FAILS" and "A4" in pub["reason"]
     assert ev["premises"]["all_met"] and ev["T"] >= max(max(v["T_min_printed"], v["T_min_rederived"])
                                                         for v in ev["premises"]["per_setting"].values())
-    assert not ev["test"]["passed"] and "A4" in ev["why_inconclusive"]
+    assert not ev["test"]["passed"]
+    assert [h["holds"] for h in pub["hypotheses"] if h["kind"] == "setting"] == [True, True]
     # A4 with eps_l = T^-1/2 fails in the first 3 rounds of a run with the report's horizon and step sizes
     prob = G._tquad(FULL)
     S = ev["S"] if xs == "I" else ev["S"][0]
@@ -60,8 +62,8 @@ def test_gradma_corollary_verdicts_are_decided_by_A4_at_T_min(cid, xs):
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_projection_real_training_is_violated_for_seeds_0_to_9_in_quick_mode(seed):
-    # at the report's size (10 runs of 30 rounds) the verdict is VIOLATED for ctx seeds 0-9 as well (recorded in
-    # results/theory/0.2.0/seeds_projection_real_training.json); quick mode keeps the test short
+def test_projection_real_training_premise_fails_for_seeds_0_to_9_in_quick_mode(seed):
+    # at the report's size (10 runs of 30 rounds) A4 fails for ctx seeds 0-9 as well (recorded in
+    # results/theory/0.2.0/seeds_projection_real_training.json, then as VIOLATED); quick mode keeps the test short
     (c,) = [c for c in all_claims(claim_id="gradma.a4.projection_real_training")]
-    assert c.run(CheckContext(seed=seed, quick=True))["verdict"] == "VIOLATED"
+    assert c.run(CheckContext(seed=seed, quick=True))["verdict"] == "PREMISE FAILS"

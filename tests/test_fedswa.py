@@ -142,6 +142,37 @@ def test_fedmoswa_messages_and_first_round():
     assert torch.equal(alg.client_init(torch.ones(3))["c"], torch.zeros(3))
 
 
+def test_fedmoswa_lemma_g11_update_by_hand():
+    # m_mean="all" (the proof's Lemma G.11): cbar = mean of ALL N clients' latest c_i, m <- (1-gamma) m + gamma cbar.
+    # N = 4, two sampled clients move their c_i by dci = (4, 0) and (0, 8): cbar = 0 + (4, 8)/4 = (1, 2)
+    alg = make("fedmoswa", gamma=0.2, alpha=1.5, m_mean="all")
+    server = alg.init(t(0.0, 0.0))
+    assert torch.equal(server["cbar"], torch.zeros(2))
+    server["m"] = t(1.0, 1.0)
+    ups = stack_trees([Message({"delta": t(1.0, 1.0), "dc": t(9.0, 9.0), "dci": t(4.0, 0.0)}),
+                       Message({"delta": t(3.0, 3.0), "dc": t(9.0, 9.0), "dci": t(0.0, 8.0)})])
+    new = alg.aggregate(server, ups, torch.tensor([0.5, 0.5]), RoundInfo(0, torch.tensor([0, 2]), 4,
+                                                                         torch.ones(2), torch.tensor([2, 2]), 1.0))
+    close(new["cbar"], t(1.0, 2.0))
+    close(new["m"], t(0.8 * 1.0 + 0.2 * 1.0, 0.8 * 1.0 + 0.2 * 2.0))  # the sampled dc do not enter m
+    close(new["params"], t(1.5 * 2.0, 1.5 * 2.0))
+    # the client sends c_i^+ - c_i as well (counted in its bits), and only in this mode
+    ctx = FakeCtx([[1.0], [2.0]], quad)
+    up, st = make("fedmoswa", d=1, rho=0.5, m_mean="all").local_update(ctx, Message({"x": t(0.0), "m": t(0.1)}),
+                                                                       {"c": t(0.5)})
+    close(up["dci"], st["c"] - 0.5)
+    up0, _ = make("fedmoswa", d=1, rho=0.5).local_update(FakeCtx([[1.0], [2.0]], quad),
+                                                         Message({"x": t(0.0), "m": t(0.1)}), {"c": t(0.5)})
+    assert "dci" not in up0.parts and up.bits == up0.bits + 32
+
+
+def test_fedmoswa_lemma_g11_update_equals_the_algorithm_under_full_participation():
+    # with every client in every round, the mean over the sampled clients IS the mean over all of them
+    a = run_tiny("fedmoswa", rounds=3, algorithm_args={"m_mean": "all"}, clients_per_round=None)
+    b = run_tiny("fedmoswa", rounds=3, clients_per_round=None)
+    assert_same_losses(a, b, rtol=1e-5, atol=1e-6)  # the bits differ: c_i^+ - c_i travels as well
+
+
 def test_fedmo_is_fedmoswa_without_swa():
     a = run_tiny("fedmo", rounds=2)
     b = run_tiny("fedmoswa", rounds=2, algorithm_args={"rho": 1.0, "alpha": 1.0})

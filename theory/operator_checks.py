@@ -76,7 +76,8 @@ def equal_magnitudes(d: int, seed: int) -> torch.Tensor:
 
 
 def unbiased_outcome(ctx: CheckContext, configs: list[tuple[str, C.Transform, torch.Tensor]], stream: str,
-                     sizes: tuple[int, int], resolution: float, conditions: str) -> Outcome:
+                     sizes: tuple[int, int], resolution: float, conditions: str, hypotheses: list = ()) -> Outcome:
+    """``hypotheses``: the lemma's hypotheses in these draws (``theory.outcome.Hypothesis``)."""
     n, batch = sizes
     a = ALPHA / len(configs)
     ev: dict[str, Any] = {"alpha_per_config": a, "resolution_required": resolution}
@@ -94,11 +95,11 @@ def unbiased_outcome(ctx: CheckContext, configs: list[tuple[str, C.Transform, to
     key = f"min p = {min(ps):.2g} over {len(configs)} configurations; eps_99 <= {max(epss):.2%}"
     return Outcome(verdict, key, ev, conditions + f"; {n} draws per configuration in batches of {batch}; "
                    f"HOLDS needs no rejection and a relative bias of {resolution:.0%} on the random "
-                   "coordinates detectable with probability 0.99 (eps_99)")
+                   "coordinates detectable with probability 0.99 (eps_99)", hypotheses=list(hypotheses))
 
 
 def variance_outcome(ctx: CheckContext, configs: list[tuple[str, C.Transform, torch.Tensor, float, float]],
-                     stream: str, sizes: tuple[int, int], conditions: str) -> Outcome:
+                     stream: str, sizes: tuple[int, int], conditions: str, hypotheses: list = ()) -> Outcome:
     """configs: (name, op, x, bound, exact). Two tests per configuration, each at half the configuration's
     level: the paper's bound (``upper_bound``, rejection -> VIOLATED) and the operator's exact variance
     (``mean_equals`` against the closed form). The second makes the check informative: an operator that
@@ -133,4 +134,5 @@ def variance_outcome(ctx: CheckContext, configs: list[tuple[str, C.Transform, to
           f"({configs[worst][0]}); min slack bound/E = {min(slacks):.3f}"
     return Outcome(verdict, key, ev, conditions + f"; {n} draws per configuration; HOLDS needs the one-sided "
                    "upper confidence bound of E||C(x)-x||^2 below the bound in every configuration, and the "
-                   "measured error equal to the operator's exact variance (closed form, two-sided test)")
+                   "measured error equal to the operator's exact variance (closed form, two-sided test)",
+                   hypotheses=list(hypotheses))

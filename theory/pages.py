@@ -249,11 +249,37 @@ def theory_section(paper: str, theory_report: dict | None, where: str) -> list[s
     for c in claims:
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
     md += [f"From `{where}` ({', '.join(f'{n} {v}' for v, n in sorted(counts.items()))}). HOLDS / VIOLATED: a "
-           "calibrated test on convex problems with a known optimum or on real training; UNINFORMATIVE: an "
-           "algorithm that never moves would pass too.", ""]
+           "calibrated test on convex problems with a known optimum or on real training, VIOLATED only with every "
+           "hypothesis of the statement verified in the run; PREMISE FAILS: an assumption the algorithm cannot meet "
+           "(the statement is not contradicted); NOT REPRODUCED: an empirical figure not reproduced at the stated "
+           "setting; UNINFORMATIVE: an algorithm that never moves would pass too.", ""]
     rows = [[c["id"], c.get("kind", ""), c.get("source", ""), f"**{c['verdict']}**", c.get("key_number", "")]
             for c in claims]
-    return md + _table(["claim", "kind", "source", "verdict", "key number"], rows) + [""]
+    return md + _table(["claim", "kind", "source", "verdict", "key number"], rows) + [""] + findings(claims)
+
+
+FINDINGS = ("VIOLATED", "PREMISE FAILS", "NOT REPRODUCED")
+
+
+def findings(claims: list[dict]) -> list[str]:
+    """For each VIOLATED, PREMISE FAILS or NOT REPRODUCED verdict: the paper's words, the hypotheses checked in the
+    run and the one-line reason (theory reports from 0.4.0 carry them)."""
+    md = []
+    for c in claims:
+        if c["verdict"] not in FINDINGS or "hypotheses" not in c:
+            continue
+        hyps = c.get("hypotheses") or []
+        held = [h["name"] for h in hyps if h["holds"]]
+        failed = [f"{h['name']} ({h['value']})" if h.get("value") else h["name"] for h in hyps if not h["holds"]]
+        md += [f"**{c['id']}: {c['verdict']}.** " + (f"{c['quote']}" if c.get("quote") else c["statement"]), ""]
+        if held:
+            md += [f"- Hypotheses verified in the run ({len(held)} of {len(hyps)}): " + "; ".join(held) + "."]
+        if failed:
+            md += ["- Not met: " + "; ".join(failed) + "."]
+        if c.get("reason"):
+            md += [f"- Why: {c['reason'].rstrip('.')}."]
+        md += [""]
+    return md
 
 
 # ------------------------------------------------------------------------------------------------ scales

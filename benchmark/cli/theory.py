@@ -56,8 +56,11 @@ def cmd_theory(a) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("theory", help="check the papers' theorems numerically and write the theory report",
                        description="Run the claims (statements from the papers, and statements derived from them, "
-                                   "with checks that can fail: HOLDS, VIOLATED, INCONCLUSIVE, or UNINFORMATIVE when "
-                                   "an algorithm that never moves would pass too) and write "
+                                   "with checks that can fail: HOLDS; VIOLATED when the conclusion fails with every "
+                                   "hypothesis verified in the run; PREMISE FAILS when an assumption the algorithm "
+                                   "cannot meet fails; NOT REPRODUCED for an empirical figure not reproduced at the "
+                                   "stated setting; INCONCLUSIVE; or UNINFORMATIVE when an algorithm that never "
+                                   "moves would pass too) and write "
                                    "<results>/theory/<version>/report.md and report.json (with the hash of the code "
                                    "they were generated on); --publish regenerates the committed report in "
                                    "results/. The full report takes about 5 to 20 minutes on 2 CPU cores; --quick "

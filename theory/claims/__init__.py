@@ -1,23 +1,35 @@
 """Claims: named, sourced statements from the papers, each with a check that returns a verdict.
 
 A claim module (one per paper, ``theory/claims/<paper>.py``) registers checks with ``@claim(...)``. A
-check receives a ``CheckContext`` (seed, quick mode) and returns an ``Outcome``:
+check receives a ``CheckContext`` (seed, quick mode) and returns an ``Outcome`` (``theory.outcome``):
 
 * ``HOLDS``: the statistics support the statement at the stated false-alarm rate;
-* ``VIOLATED``: the numbers contradict it (a finding, reported with its evidence, never weakened);
-* ``INCONCLUSIVE``: the test has too little power or the premises do not apply;
+* ``VIOLATED``: the statement's conclusion fails while every hypothesis it states holds in the run: the
+  hypotheses are recorded in the outcome (``Hypothesis``: step-size caps as the proof needs them, the horizon,
+  the algorithm as stated) and asserted; a finding, reported with its evidence, never weakened;
+* ``PREMISE FAILS``: an assumption of the statement, or a corollary's setting, that the algorithm cannot meet,
+  with the measured evidence (the statement is not contradicted: its premise is false for the algorithm);
+* ``NOT REPRODUCED``: an empirical figure of the paper that the check could not reproduce at the setting it
+  states (a figure is not a theorem);
+* ``INCONCLUSIVE``: the test has too little power, or the run is outside the statement's hypotheses (the
+  evidence and ``reason`` say which);
 * ``UNINFORMATIVE``: the statement is not contradicted, but a frozen or trivial algorithm (one that never
   moves, or an operator that does nothing) would pass the same check as well: a bound too loose at every
   horizon the check can reach. Reported apart from HOLDS, with the horizon where the bound would bite.
 
+``Outcome`` turns a VIOLATED whose run breaks a setting hypothesis into INCONCLUSIVE, and one whose run breaks a
+premise into PREMISE FAILS; ``Claim.run`` turns a paper claim's VIOLATED that records no hypothesis at all into
+INCONCLUSIVE (a counterexample must say what it verified). Each writes ``reason``.
+
 Every claim states its ``kind``: ``"paper"`` (a statement the paper makes: a lemma, theorem, corollary, or a
 sentence of its text) or ``"derived"`` (a statement this project derived: a reference formula, a consequence
-the paper does not state, a property of the implementation). Bound checks report their slack (bound /
-measured) in the evidence.
+the paper does not state, a property of the implementation), and may give ``quote``: the paper's own words.
+Bound checks report their slack (bound / measured) in the evidence.
 
 ``evidence`` holds estimates, intervals and p-values (JSON-serialisable), ``key_number`` the one figure
 shown in the summary table, ``series`` optional curves for plots ({name: {"x": [...], "y": {label: [...]}},
-"xlabel", "ylabel", "logx", "logy"}), and ``conditions`` the setting under which the verdict was reached.
+"xlabel", "ylabel", "logx", "logy"}), ``conditions`` the setting under which the verdict was reached,
+``hypotheses`` what the run verified and ``reason`` one line on why the verdict is what it is.
 """
 from __future__ import annotations
 
@@ -28,11 +40,12 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable
 
-from theory.outcome import (DERIVED, HOLDS, INCONCLUSIVE, KINDS, PAPER_CLAIM, UNINFORMATIVE, VERDICTS, VIOLATED,
-                            CheckContext, Outcome)
+from theory.outcome import (DERIVED, HOLDS, INCONCLUSIVE, KINDS, NOT_REPRODUCED, PAPER_CLAIM, PREMISE, PREMISE_FAILS,
+                            SETTING, UNINFORMATIVE, VERDICTS, VIOLATED, CheckContext, Hypothesis, Outcome, hypothesis)
 
-__all__ = ["DERIVED", "HOLDS", "INCONCLUSIVE", "KINDS", "PAPER_CLAIM", "UNINFORMATIVE", "VERDICTS", "VIOLATED",
-           "CheckContext", "Claim", "Outcome", "all_claims", "claim"]
+__all__ = ["DERIVED", "HOLDS", "INCONCLUSIVE", "KINDS", "NOT_REPRODUCED", "PAPER_CLAIM", "PREMISE", "PREMISE_FAILS",
+           "SETTING", "UNINFORMATIVE", "VERDICTS", "VIOLATED", "CheckContext", "Claim", "Hypothesis", "Outcome",
+           "all_claims", "claim", "hypothesis"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +57,7 @@ class Claim:
     check: Callable[[CheckContext], Outcome]
     false_alarm: float = 1e-3  # the rate at which a true statement is reported VIOLATED
     kind: str = PAPER_CLAIM  # "paper" or "derived" (see the module docstring)
+    quote: str = ""  # the paper's own words, where the statement paraphrases them
 
     def run(self, ctx: CheckContext | None = None) -> dict:
         ctx = ctx or CheckContext()
@@ -56,9 +70,15 @@ class Claim:
             out = Outcome(INCONCLUSIVE, "error", {"error": f"{type(e).__name__}: {e}",
                                                   "traceback": traceback.format_exc(limit=15)},
                           "the check raised an error")
+        if out.verdict == VIOLATED and self.kind == PAPER_CLAIM and not out.hypotheses:
+            out.verdict = INCONCLUSIVE
+            out.reason = ("the numbers contradict the statement, but the check records no hypothesis it verified in "
+                          "the run: a VIOLATED must name them (theory.outcome.Hypothesis)")
         return {"id": self.id, "paper": self.paper, "kind": self.kind, "source": self.source,
-                "statement": self.statement, "false_alarm": self.false_alarm, "verdict": out.verdict, "key_number": out.key_number,
-                "evidence": out.evidence, "conditions": out.conditions, "series": out.series,
+                "statement": self.statement, "quote": self.quote, "false_alarm": self.false_alarm,
+                "verdict": out.verdict, "key_number": out.key_number, "reason": out.reason,
+                "hypotheses": [h.to_dict() for h in out.hypotheses], "evidence": out.evidence,
+                "conditions": out.conditions, "series": out.series,
                 "seconds": time.perf_counter() - t0, "quick": ctx.quick, "seed": ctx.seed}
 
 
@@ -84,8 +104,9 @@ _CLAIMS: dict[str, Claim] = {}
 
 
 def claim(id: str, paper: str, source: str, statement: str, false_alarm: float = 1e-3, *, kind: str,
-          json_safe: bool = False):
-    """Decorator registering ``check(ctx) -> Outcome`` as a claim of the given ``kind`` ("paper"/"derived").
+          json_safe: bool = False, quote: str = ""):
+    """Decorator registering ``check(ctx) -> Outcome`` as a claim of the given ``kind`` ("paper"/"derived");
+    ``quote``: the paper's own words where ``statement`` paraphrases or sharpens them.
 
     ``json_safe``: the registered check runs with one BLAS thread and its Outcome's evidence and series are made
     plain JSON (``theory.evidence.json_safe``); the decorated function itself is returned unchanged."""
@@ -100,7 +121,7 @@ def claim(id: str, paper: str, source: str, statement: str, false_alarm: float =
             from theory.evidence import json_safe_check
 
             check = json_safe_check(fn)
-        _CLAIMS[id] = Claim(id, paper, source, statement, check, false_alarm, kind)
+        _CLAIMS[id] = Claim(id, paper, source, statement, check, false_alarm, kind, quote)
         return fn
 
     return deco

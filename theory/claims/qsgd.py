@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch
 
 from algorithms import compress as C
-from theory.claims import PAPER_CLAIM, CheckContext, Outcome, claim
+from theory.claims import PAPER_CLAIM, CheckContext, Outcome, claim, hypothesis
 from theory.operator_checks import (
     equal_magnitudes,
     gaussian,
@@ -65,10 +65,17 @@ def _qsgd_unbiased(ctx: CheckContext) -> Outcome:
     return qsgd_unbiased(ctx)
 
 
+def lemma31_hypotheses() -> list:
+    """Lemma 3.1's hypotheses in these draws: Q_s of Sec. 3.1, x != 0, s >= 1."""
+    return [hypothesis("Q_s(x) as stated: ||x||_2 sign(x_i) xi_i(x, s), stochastic rounding to s + 1 levels",
+                       "Sec. 3.1", True, "the project's qsgd operator"),
+            hypothesis("x in R^d, x != 0, s >= 1", "Lemma 3.1", min(_QSGD_SS) >= 1, f"d = {_QSGD_D}, s in {_QSGD_SS}")]
+
+
 def qsgd_unbiased(ctx: CheckContext, wrap: Callable | None = None) -> Outcome:
     return unbiased_outcome(ctx, _qsgd_configs(ctx, wrap), "qsgd", _qsgd_sizes(ctx), resolution(ctx),
                            f"d = {_QSGD_D}; s in {_QSGD_SS}; x Gaussian, Gaussian with 2% of entries x10, and "
-                           "equal magnitudes (+-1)")
+                           "equal magnitudes (+-1)", lemma31_hypotheses())
 
 
 @claim("qsgd.lemma3_1.variance", "qsgd", "Lemma 3.1 (ii)",
@@ -82,4 +89,4 @@ def qsgd_variance(ctx: CheckContext, wrap: Callable | None = None) -> Outcome:
             for (name, op, x), q in zip(_qsgd_configs(ctx, wrap), [q for q in _QSGD_SS for _ in range(3)])]
     return variance_outcome(ctx, cfgs, "qsgd", _qsgd_sizes(ctx),
                            f"d = {_QSGD_D}; s in {_QSGD_SS}; same vectors and draws as qsgd.lemma3_1.unbiased "
-                           "(equal magnitudes with s = 1: E||Q - x||^2 = (1 - 1/sqrt(d)) x bound)")
+                           "(equal magnitudes with s = 1: E||Q - x||^2 = (1 - 1/sqrt(d)) x bound)", lemma31_hypotheses())

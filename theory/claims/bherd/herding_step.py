@@ -8,7 +8,7 @@ import torch
 
 from algorithms.core import herding
 from theory import stats
-from theory.claims import DERIVED, INCONCLUSIVE, PAPER_CLAIM, CheckContext, Outcome, claim
+from theory.claims import DERIVED, INCONCLUSIVE, PAPER_CLAIM, VIOLATED, CheckContext, Outcome, claim, hypothesis
 from theory.claims.bherd.formulas import random_subset_mse, subset_mse, with_replacement_mse
 from theory.claims.bherd.runs import BATCH, CLIENTS, DIM, LR, SAMPLES, bherd_run, toy_quadratic
 from theory.verdicts import verdict_from
@@ -167,15 +167,50 @@ def prop1_gaps(rounds, alpha, sizes=None):
     return np.array(gap), np.array(rel)
 
 
-@claim("bherd.prop1.gap", PAPER, "Proposition 1 (App. A, Eq. 9)",
+@claim("bherd.prop1.gap", PAPER, "Proposition 1 (App. A, Eq. 9; proof App. C)",
        "'Gradient aggregation of BHerd is equivalent to model parameter aggregation': w_{t+1} = sum_i p_i "
-       "w_(t,i)^{tau_i+1}. Measured along real training: the relative gap ||w_{t+1}^BHerd - sum_i p_i w_(t,i)^{tau_i+1}|| "
-       "/ ||w_{t+1} - w_t|| (float32 rounding level ~1e-6; tolerance 1e-4).", kind=PAPER_CLAIM)
+       "w_(t,i)^{tau_i+1}. Measured along real training, at a toy setting and at one close to the paper's: the relative "
+       "gap ||w_{t+1}^BHerd - sum_i p_i w_(t,i)^{tau_i+1}|| / ||w_{t+1} - w_t|| per alpha (float32 rounding level "
+       "~1e-6; tolerance 1e-4): the toy's median over seeds (t/Hall test), and every recorded round near the paper's "
+       "setting (an exact identity: a round far above rounding falsifies it).", kind=PAPER_CLAIM,
+       quote="\"According to our definition of global aggregation for the new herding strategy, its gradient "
+             "aggregation is equivalent to model parameter aggregation, that is w_{t+1} = sum_{i=1}^N p_i "
+             "w_(t,i)^{tau_i+1}\" (Proposition 1)")
 def _prop1(ctx: CheckContext) -> Outcome:
     return prop1(ctx)
 
 
-def prop1(ctx: CheckContext, alpha: float = 0.5) -> Outcome:
+PAPER_LIKE = {"alphas": (0.7, 0.5, 0.3, 0.1), "warmup": 50, "rounds": 4, "lr": 1e-4, "batch": 100, "lam": 0.1}
+PAPER_LIKE_QUICK = {**PAPER_LIKE, "warmup": 0, "rounds": 1}
+
+
+def prop1_paper_like(ctx: CheckContext) -> dict:
+    """Prop. 1's gap per alpha near the paper's setting (Sec. 2.1: squared-hinge SVM, N = 5 IID clients all
+    taking part, B = 100, E = 1 so tau_i = 120, eta = 1e-4; Fashion-MNIST's even/odd labels for MNIST's, as in
+    the empirical claims), from the model after ``warmup`` rounds of BHerd (alpha = 0.5): the gap is larger once
+    the update is small against the minibatch noise, so it depends on the stage of training."""
+    from benchmark import datasets
+
+    c = PAPER_LIKE_QUICK if ctx.quick else PAPER_LIKE
+    data = datasets.load("fmnist", labels="parity", normalize=False)
+    kw = dict(selection="herding", lr=c["lr"], batch=c["batch"], data=data, model="bherd_svm", partition="iid",
+              num_clients=CLIENTS, weight_decay=c["lam"])
+    init = None
+    if c["warmup"]:
+        tr, _ = bherd_run(None, alpha=0.5, T=c["warmup"], seed=100 * ctx.seed, record=False, **kw)
+        init = tr.params[-1].float()
+    per_alpha = {}
+    for a in c["alphas"]:
+        tr, rounds = bherd_run(None, alpha=a, T=c["rounds"], seed=100 * ctx.seed + 1, record=True, init=init,
+                               executor="vectorized", **kw)
+        _, rel = prop1_gaps(rounds, a, [len(q) for q in tr.parts])
+        per_alpha[str(a)] = {"relative_gap_per_round": rel.tolist(), "median": float(np.median(rel)),
+                             "tau_i": sorted({int(r["Z"].shape[0]) for r in rounds[0]}), "status": tr.status}
+    return {"per_alpha": per_alpha, "setting": {k: list(v) if isinstance(v, tuple) else v for k, v in c.items()},
+            "all_above_tolerance": all(min(v["relative_gap_per_round"]) > 1e-4 for v in per_alpha.values())}
+
+
+def prop1(ctx: CheckContext, alpha: float = 0.5, paper_like: bool = True) -> Outcome:
     """``alpha = 1`` keeps every step (BHerd = FedAvg): the proposition then holds exactly (the repair)."""
     R, T = (4, 12) if ctx.quick else (4, 30)
     rel_med, rel_early, rel_late, alpha1 = [], [], [], []
@@ -197,16 +232,50 @@ def prop1(ctx: CheckContext, alpha: float = 0.5) -> Outcome:
     tol = 1e-4
     test = stats.upper_bound(np.array(rel_med), tol)
     control_ok = max(alpha1) <= tol
-    verdict = verdict_from(test.passed, test.details["confirmed"]) if control_ok else INCONCLUSIVE
-    key = (f"median relative gap {np.median(rel_med):.3f} at alpha={alpha} (early {np.median(rel_early):.3f}, late "
-           f"{np.median(rel_late):.3f}); alpha=1 control {max(alpha1):.1e}")
+    like = prop1_paper_like(ctx) if paper_like and alpha < 1 else None
+    # an exact identity: a recorded round whose gap is far above float rounding falsifies it, at every alpha
+    falsified = like is not None and like["all_above_tolerance"]
+    verdict = (VIOLATED if falsified else verdict_from(test.passed, test.details["confirmed"])) if control_ok \
+        else INCONCLUSIVE
+    reason = ""
+    if verdict == VIOLATED:
+        at = (f"{like['per_alpha']['0.5']['median']:.1%} of the update at alpha = 0.5 near the paper's setting "
+              f"({like['per_alpha']['0.1']['median']:.1%} at alpha = 0.1) and " if like is not None else "")
+        reason = (f"the identity fails at every alpha < 1: BHerd's update differs from the parameter average by {at}"
+                  f"{np.median(rel_med):.0%} in the toy, far above float rounding (tolerance {tol:g}); the proof "
+                  "substitutes the herded subset's mean for the mean of all local steps (Eq. 12), exact only at "
+                  "alpha = 1 (gap 0, the control)")
+    key = (f"median relative gap {np.median(rel_med):.3f} at alpha={alpha} (toy, tau = 10, batch 4); alpha=1 control "
+           f"{max(alpha1):.1e}")
+    if like is not None:
+        key = ("paper-like SVM (tau = 120, B = 100, eta = 1e-4): median relative gap " + " / ".join(
+            f"{v['median']:.3f}" for v in like["per_alpha"].values()) + " for alpha = " + " / ".join(
+            like["per_alpha"]) + "; " + key)
     ev = {"median_relative_gap_per_seed": rel_med, "early_rounds": rel_early, "late_rounds": rel_late,
-          "alpha1_max_relative_gap": alpha1, "tolerance": tol, "test": test.to_dict(),
-          "reading": "the proof substitutes (1/(alpha tau_i)) g_i = mu_i (Eq. 12); the gap is "
-                     "eta sum_i p_i tau_i ((1/(alpha tau_i)) g_i - mu_i), zero only for alpha = 1 or a perfect subset."}
-    series = {"relative_gap": {"x": list(range(1, T + 1)), "y": {"alpha=0.5, seed 0": curve}, "xlabel": "round",
-                               "ylabel": "||w_{t+1} - FedAvg average|| / ||w_{t+1} - w_t||", "logy": True}}
-    cond = (f"problems.quadratic N={CLIENTS}, d={DIM}, sigma_g=1, noise 0.5, {SAMPLES} samples per client, batch {BATCH} "
-            f"(tau = 10, k = 5), eta={LR}, full participation, T={T}, {R} seeds; the FedAvg average is built from "
-            "the same stored local steps (the local trajectory does not depend on the selection).")
-    return Outcome(verdict, key, ev, cond, series)
+          "alpha1_max_relative_gap": alpha1, "tolerance": tol, "test": test.to_dict(), "paper_like": like,
+          "reading": "the proof substitutes (1/(alpha tau_i)) g_i = mu_i (Eq. 12, 'due to the consistency of the "
+                     "local objective'); the gap is eta sum_i p_i tau_i ((1/(alpha tau_i)) g_i - mu_i), zero only for "
+                     "alpha = 1 or a perfect subset. Its size depends on how noisy the local steps are: 0.83 in the "
+                     "toy (tau = 10, batch 4), a few percent to 0.2 near the paper's setting, growing as alpha falls "
+                     "and as training proceeds."}
+    series = {"relative_gap": {"x": list(range(1, T + 1)), "y": {f"alpha={alpha}, toy, seed 0": curve},
+                               "xlabel": "round", "ylabel": "||w_{t+1} - FedAvg average|| / ||w_{t+1} - w_t||",
+                               "logy": True}}
+    if like is not None:
+        series["paper_like_gap_vs_alpha"] = {
+            "x": [float(a) for a in like["per_alpha"]], "y": {"median relative gap": [
+                v["median"] for v in like["per_alpha"].values()]}, "xlabel": "alpha", "logy": True,
+            "ylabel": f"relative gap (SVM, rounds {like['setting']['warmup'] + 1}-"
+                      f"{like['setting']['warmup'] + like['setting']['rounds']})"}
+    cond = (f"toy: problems.quadratic N={CLIENTS}, d={DIM}, sigma_g=1, noise 0.5, {SAMPLES} samples per client, batch "
+            f"{BATCH} (tau = 10, k = 5), eta={LR}, full participation, T={T}, {R} seeds; the FedAvg average is built "
+            "from the same stored local steps (the local trajectory does not depend on the selection)."
+            + (f" Paper-like: squared-hinge SVM (bherd_svm, lam = 0.1 as weight decay, zero init) on Fashion-MNIST "
+               f"even/odd, 5 IID clients of 12,000 images, B = 100 (tau_i = 120), E = 1, eta = 1e-4, all clients "
+               f"every round; {like['setting']['rounds']} recorded rounds per alpha after "
+               f"{like['setting']['warmup']} rounds of BHerd alpha = 0.5." if like is not None else ""))
+    hyps = [hypothesis("the algorithm as stated: herded subset of round(alpha tau_i) local steps, server step "
+                       "eta/alpha sum_i p_i g_i", "Alg. 3, Eqs. (6)-(7)", True, f"bherd, alpha = {alpha}, herding"),
+            hypothesis("E = 1, all N clients every round, p_i = |D_i| / |D|", "Sec. 2.1, Eq. (7)", True,
+                       "one local epoch, full participation, sample weights")]
+    return Outcome(verdict, key, ev, cond, series, hypotheses=hyps, reason=reason)

@@ -28,12 +28,12 @@ def herd_rounds(diag: Diagnostics) -> list[list[dict]]:
 
 def bherd_run(prob, *, alpha: float, selection: str, T: int, lr: float, batch: int, seed: int,
                record: bool, init=None, model=None, data=None, partition: str = "auto", num_clients=None,
-               algorithm: str = "bherd", args: dict | None = None):
+               algorithm: str = "bherd", args: dict | None = None, weight_decay: float = 0.0, executor: str | None = None):
     exp = Experiment(algorithm=algorithm, dataset=data if data is not None else prob.data, partition=partition,
                      num_clients=num_clients, model=model if model is not None else prob.model,
-                     clients_per_round=None, rounds=T, local_epochs=1, batch_size=batch, lr=lr,
+                     clients_per_round=None, rounds=T, local_epochs=1, batch_size=batch, lr=lr, weight_decay=weight_decay,
                      algorithm_args={"alpha": alpha, "selection": selection, **(args or {})}, seed=seed,
-                     device="cpu", executor="sequential" if record else "vectorized", eval_every=T,
+                     device="cpu", executor=executor or ("sequential" if record else "vectorized"), eval_every=T,
                      eval_train_samples=None)
     diag = Diagnostics(HERD_DIAGNOSTICS) if record else None
     tr = trace(exp, init=init, observers=[diag] if diag is not None else ())

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from algorithms import compress as C
-from theory.claims import DERIVED, HOLDS, INCONCLUSIVE, PAPER_CLAIM, VIOLATED, CheckContext, Outcome, claim
+from theory.claims import (DERIVED, HOLDS, INCONCLUSIVE, PAPER_CLAIM, VIOLATED, CheckContext, Outcome, claim,
+                           hypothesis)
 from theory.montecarlo import ALPHA, lattice_spacing, monte_carlo, unbiasedness_test, variance_identity_test
 from theory.operator_checks import gaussian, resolution, rng_for, sizes, wrapped
 from theory.verdicts import combine
@@ -88,7 +89,12 @@ def fedbat_in_range(ctx: CheckContext, wrap: Callable | None = None) -> Outcome:
                    f"d = {_FEDBAT_D}; alpha = ||x||_inf (theory variant) or a fixed alpha >= ||x||_inf; Gaussian, "
                    f"1-sparse (d = 32), and x with entries at +-alpha and 0; {n0} draws per configuration at "
                    f"d = 256 ({8 * n0} at d = 32); HOLDS needs both tests unrejected, eps_99 <= {res_req:.0%} and the "
-                   "error's (1 - alpha) interval within 1% of d alpha^2 - ||x||^2")
+                   "error's (1 - alpha) interval within 1% of d alpha^2 - ||x||^2",
+                   hypotheses=[hypothesis("alpha >= ||x||_inf (no clipping)", "Sec. 3.2, Eqs. (6)-(7); App. C.1",
+                                          all(v["alpha"] >= v["norm_inf"] * (1 - 1e-6) for k, v in ev.items()
+                                              if isinstance(v, dict) and "alpha" in v), "in every configuration"),
+                               hypothesis("S(x_i, alpha) as stated: +-alpha with P(+alpha) = (alpha + x_i)/(2 alpha)",
+                                          "Eq. (6)", True, "the project's binarize operator, FedBAT's uplink code")])
 
 
 @claim("fedbat.operator.biased_outside_range", "fedbat", "Sec. 3.2, Eqs. (6)-(7); derived (fedbat.md 5.3)",

@@ -10,7 +10,8 @@ import numpy as np
 
 from benchmark.experiment import Experiment
 from theory import stats
-from theory.claims import DERIVED, HOLDS, INCONCLUSIVE, PAPER_CLAIM, VIOLATED, CheckContext, Outcome, claim
+from theory.claims import (DERIVED, HOLDS, INCONCLUSIVE, PAPER_CLAIM, VIOLATED, CheckContext, Outcome, claim,
+                           hypothesis)
 from theory.claims.fedbat.formulas import learned_alpha_stats
 from theory.runs import Diagnostics, seeds_for, trace
 
@@ -190,4 +191,8 @@ def smaller_q(ctx: CheckContext, algorithm: str = "fedbat", args: tuple = ()) ->
                 "title": "Remark 3: binarization variance ratio q^2",
             }
         },
+        hypotheses=[hypothesis("the step size learned by Eq. (10) (FedBAT's default, with its warm-up)",
+                               "Sec. 3.3, Eq. (10)", True, f"{algorithm} {dict(args) or ''}".strip()),
+                    hypothesis("the same updates m for both step sizes", "Remark 3", True,
+                               "q^2 of both in closed form on every recorded upload")],
     )

@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from theory import stats
-from theory.claims import HOLDS, INCONCLUSIVE, PAPER_CLAIM, UNINFORMATIVE, CheckContext, Outcome, claim
+from theory.claims import HOLDS, INCONCLUSIVE, PAPER_CLAIM, UNINFORMATIVE, CheckContext, Outcome, claim, hypothesis
 from theory.claims.fedbat.formulas import (
     THEORY_VARIANT,
     B_theorem1,
@@ -83,6 +83,24 @@ def _sc_runs(theorem: int, seed: int, quick: bool, algorithm: str = "fedbat", ro
         "Gamma": linear_gamma(p)["Gamma"],
         "algorithm": algorithm,
     }
+
+
+def sc_hypotheses(theorem: int, data: dict) -> list:
+    """Theorems 1-2's hypotheses in the runs: the schedule, eta_1 <= 1/(4L), the analysed (unbiased) variant, the
+    participation, and the problem's assumptions."""
+    p, gamma = data["problem"], data["gamma"]
+    eta1 = 2.0 / (p.mu * (gamma + 1))
+    part = ("all N devices every round" if theorem == 1 else
+            f"K = {data['K']} of N = {data['N']} devices sampled without replacement, balanced data")
+    return [hypothesis("eta_t = 2/(mu (gamma + t)), gamma = max{8 kappa, tau} - 1", f"Theorem {theorem}", True,
+                       f"gamma = {gamma:g}, over cumulative local steps"),
+            hypothesis("eta_1 <= 1/(4L)", f"Theorem {theorem}'s proof", eta1 <= 1.0 / (4 * p.L) + 1e-12,
+                       f"eta_1 = {eta1:.4g}, 1/(4L) = {1 / (4 * p.L):.4g}"),
+            hypothesis("the analysed operator: alpha = ||m||_inf, no warm-up (unbiased)", "Sec. 4, App. C.1",
+                       True, f"{data['algorithm']} {THEORY_VARIANT}"),
+            hypothesis(part, f"Theorem {theorem}", True, ""),
+            hypothesis("A1-A5: L-smooth, mu-strongly convex, bounded variance and gradients, q^2", "Assumptions 1-5",
+                       True, f"quadratic, mu = {p.mu:g}, L = {p.L:g}, sigma = 0 (full local batches)")]
 
 
 def _sc_gaps(data: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -169,6 +187,7 @@ def sc_rate(theorem: int, ctx: CheckContext, algorithm: str = "fedbat", rounds: 
                 "title": f"FedBAT Theorem {theorem}: O(1/T)",
             }
         },
+        hypotheses=sc_hypotheses(theorem, data),
     )
 
 
@@ -245,6 +264,7 @@ def sc_bound(theorem: int, ctx: CheckContext, algorithm: str = "fedbat", rounds:
                 "title": f"FedBAT Theorem {theorem}: gap vs printed bound",
             }
         },
+        hypotheses=sc_hypotheses(theorem, data),
     )
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from theory import stats
-from theory.claims import HOLDS, PAPER_CLAIM, UNINFORMATIVE, CheckContext, Outcome, claim
+from theory.claims import HOLDS, PAPER_CLAIM, UNINFORMATIVE, CheckContext, Outcome, claim, hypothesis
 from theory.claims.fedbat.formulas import THEORY_VARIANT, P_theorem3, Q_theorem3, q2_inf, theorem3_rhs
 from theory.problems import ConvexProblem, tanh_grads, tanh_regression
 from theory.runs import run_lfl, seeds_for
@@ -93,6 +93,17 @@ def _nc_conditions(data: dict) -> str:
     )
 
 
+def nc_hypotheses(data: dict) -> list:
+    """Theorem 3's hypotheses in the runs: eta = 1/(L sqrt(T)) with L of the problem, the analysed variant, K of N
+    sampled without replacement, the problem's smoothness."""
+    return [hypothesis("eta = 1/(L sqrt(T))", "Theorem 3 (Remark 2)", True,
+                       f"L = {data['problem']['L']:.4g} (sup|f''| times the largest client lambda_max)"),
+            hypothesis("the analysed operator: alpha = ||m||_inf, no warm-up (unbiased)", "Sec. 4, App. C.1", True,
+                       f"fedbat {THEORY_VARIANT}"),
+            hypothesis("K of N devices sampled without replacement; L-smooth F_k bounded below", "Theorem 3, A1-A5",
+                       True, f"K = {NC_K} of N = {NC['num_clients']}; tanh regression, F_k* = 0")]
+
+
 @claim(
     "fedbat.theorem3.rate",
     "fedbat",
@@ -141,6 +152,7 @@ def t3_rate(ctx: CheckContext, algorithm: str = "fedbat", horizons: tuple | None
                 "title": "FedBAT Theorem 3: O(1/sqrt(T))",
             }
         },
+        hypotheses=nc_hypotheses(data),
     )
 
 
@@ -227,4 +239,5 @@ def t3_bound(ctx: CheckContext, algorithm: str = "fedbat", horizons: tuple | Non
                 "title": "FedBAT Theorem 3: measured vs printed bound",
             }
         },
+        hypotheses=nc_hypotheses(data),
     )

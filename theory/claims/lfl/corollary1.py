@@ -17,6 +17,7 @@ from theory.claims import (
     CheckContext,
     Outcome,
     claim,
+    hypothesis,
 )
 from theory.claims.lfl.formulas import (
     bound_far,
@@ -26,7 +27,7 @@ from theory.claims.lfl.formulas import (
     noniid_limit,
     u_stats,
 )
-from theory.claims.lfl.theorem1 import NONIID, NONIID_RUN, noniid_constants, noniid_runs
+from theory.claims.lfl.theorem1 import NONIID, NONIID_RUN, noniid_constants, noniid_runs, theorem1_hypotheses
 from theory.outcome import Setting, pick
 from theory.problems import quadratic
 from theory.runs import grad_sq_sup, opt_gaps, run_lfl, seeds_for, sq_errors, start_point
@@ -50,7 +51,10 @@ RATE_TOL = 0.15  # slope tolerance of the O(1/T) checks (lfl.md recipe 8: slope 
     "With eta(t) = alpha/(t + beta) -> 0, B(j) -> 0 and the RHS of (12), (L/2)[prod_{i<T} A(i) "
     "||theta(0) - theta*||^2 + sum_{j<T} B(j) prod_{i=j+1}^{T-1} A(i)], tends to 0 as T -> infinity, "
     "hence lim_T E[F(theta(T))] - F* = 0 (checked in the regime tau > 1, Gamma > 0)",
-    false_alarm=0.0, kind=PAPER_CLAIM)
+    false_alarm=0.0, kind=PAPER_CLAIM,
+    quote="\"for a decreasing learning rate over time, such that lim_{t->inf} eta(t) = 0, and given small enough "
+          "eps, lim_{T->inf} E[F(theta(T))] - F* = 0. [...] For j >> 0, B(j) -> 0, and for limited j values, "
+          "prod_{i=j+1}^{T-1} A(i) -> 0, and so, according to (12), lim_{T->inf} E[F(theta(T))] - F* = 0\" (Sec. 3.2)")
 def _bound_vanishes(ctx: CheckContext) -> Outcome:
     return bound_vanishes_check(ctx)
 
@@ -81,10 +85,21 @@ def bound_vanishes_check(ctx: CheckContext, **constants) -> Outcome:
     last = main[-1]
     vanishes = limit <= 0 or last < 0.5 * limit
     verdict = HOLDS if vanishes else VIOLATED
+    hyps = theorem1_hypotheses(k) + [
+        hypothesis("eta(t) = alpha/(t + beta) -> 0 (decreasing)", "Sec. 3.2", k["alpha"] > 0 and k["beta"] > 0,
+                   f"eta(t) = {k['alpha']:g}/(t + {k['beta']:g})"),
+        hypothesis("'given small enough eps'", "Sec. 3.2", 0 <= k["eps"] <= 1,
+                   f"eps = {k['eps']:.3g} (the limit L(tau-1)Gamma/(mu tau) does not depend on eps or q1)"),
+        hypothesis("tau > 1 and Gamma > 0 (the claim is made for every tau and every Gamma >= 0)", "Sec. 3.2",
+                   k["tau"] > 1 and k["Gamma"] > 0, f"tau = {k['tau']}, Gamma = {k['Gamma']:.3g}")]
+    reason = "" if vanishes else (
+        f"RHS(12) tends to L(tau-1)Gamma/(mu tau) = {limit:.3g}, not 0: B(j)'s term 2 eta(j)(tau-1)Gamma is O(eta) like "
+        f"1 - A(j) ~ mu tau eta(j) (lfl.md 5.7, the proof's Eq. 37); the same constants with Gamma = 0 give "
+        f"{gamma0[-1]:.2g} and with tau = 1 {tau1[-1]:.2g} at T = 1e{int(math.log10(horizons[-1]))} (both vanish)")
     return Outcome(
         verdict,
         f"RHS(12) at T=1e{int(math.log10(horizons[-1]))}: {last:.3g}, derived limit "
-        f"L(tau-1)Gamma/(mu tau) = {limit:.3g}",
+        f"L(tau-1)Gamma/(mu tau) = {limit:.3g}; controls Gamma = 0: {gamma0[-1]:.2g}, tau = 1: {tau1[-1]:.2g}",
         {
             "horizons": horizons,
             "rhs12": main,
@@ -117,6 +132,8 @@ def bound_vanishes_check(ctx: CheckContext, **constants) -> Outcome:
                 "title": "LFL Corollary 1 bound as T grows (eta = alpha/(t+beta))",
             }
         },
+        hypotheses=hyps,
+        reason=reason,
     )
 
 
@@ -175,6 +192,7 @@ def gap_vanishes_check(ctx: CheckContext, algorithm: str = "lfl", rounds: int | 
                 "title": "LFL, tau > 1, Gamma > 0: measured gap vs the bound's limit",
             }
         },
+        hypotheses=theorem1_hypotheses(k, algorithm),
     )
 
 
@@ -290,6 +308,12 @@ def floor_check(ctx: CheckContext, algorithm: str = "lfl", rounds: int | None = 
         for e in etas
     ) + f"; slack >= {info['slack_bound_over_measured_min']:.3g}; frozen reference " + (
         "fails" if info["informative"] else "passes")
+    hyps = [hypothesis("tau = 1, constant eta with 0 < eta <= min{1, 1/mu}", "Corollary 1, Eq. (13)",
+                       all(v["premise_eta_le_min(1,1/mu)"] for v in per_eta.values()), f"eta in {list(etas)}"),
+            hypothesis("lossless uplink, all devices, local SGD", "Sec. 3 (scope of the analysis)", True,
+                       f"{algorithm}, q2 = None"),
+            hypothesis("A1-A3 with G^2 and eps measured on the runs", "Eqs. (8)-(10), (43)", True,
+                       "; ".join(f"eta={e}: G^2 = {v['G2']:.3g}, eps = {v['eps']:.3g}" for e, v in per_eta.items()))]
     return Outcome(
         verdict,
         key,
@@ -310,4 +334,5 @@ def floor_check(ctx: CheckContext, algorithm: str = "lfl", rounds: int | None = 
                 "title": "LFL Corollary 1 (tau = 1, constant eta): gap vs Eq. (13)",
             }
         },
+        hypotheses=hyps,
     )

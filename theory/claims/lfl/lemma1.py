@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from algorithms import compress as C
-from theory.claims import PAPER_CLAIM, CheckContext, Outcome, claim
+from theory.claims import PAPER_CLAIM, CheckContext, Outcome, claim, hypothesis
 from theory.operator_checks import (
     gaussian,
     outliers,
@@ -82,10 +82,17 @@ def _lfl_unbiased(ctx: CheckContext) -> Outcome:
     return lfl_unbiased(ctx)
 
 
+def lemma1_hypotheses() -> list:
+    """Lemma 1's hypotheses in these draws: the quantizer of Eqs. (17)-(19), any x in R^d, q >= 1 levels."""
+    return [hypothesis("Q(x, q) as stated: range-normalised, q + 1 levels, stochastic rounding (18b)",
+                       "Eqs. (17)-(19)", True, "the project's lfl quantizer, the one the algorithm sends"),
+            hypothesis("x in R^d, q >= 1", "Lemma 1", min(_LFL_QS) >= 1, f"d = {_LFL_D}, q in {_LFL_QS}")]
+
+
 def lfl_unbiased(ctx: CheckContext, wrap: Callable | None = None) -> Outcome:
     return unbiased_outcome(ctx, _lfl_configs(ctx, wrap), "lfl", _lfl_sizes(ctx), resolution(ctx),
                            f"d = {_LFL_D}; q in {_LFL_QS}; x Gaussian, Gaussian with 1% of entries x10 "
-                           "(outliers), and magnitudes at (k + 0.45)/q of the range (near-tight)")
+                           "(outliers), and magnitudes at (k + 0.45)/q of the range (near-tight)", lemma1_hypotheses())
 
 
 @claim("lfl.lemma1.variance", "lfl", "Lemma 1, Eq. (1b) (proof Eq. 23b)",
@@ -100,4 +107,4 @@ def lfl_variance(ctx: CheckContext, wrap: Callable | None = None) -> Outcome:
             for (name, op, x), q in zip(_lfl_configs(ctx, wrap), [q for q in _LFL_QS for _ in range(3)])]
     return variance_outcome(ctx, cfgs, "lfl", _lfl_sizes(ctx),
                            f"d = {_LFL_D}; q in {_LFL_QS}; same vectors and draws as lfl.lemma1.unbiased (the "
-                           "near-tight vectors have E||Q - x||^2 = 0.988 x bound)")
+                           "near-tight vectors have E||Q - x||^2 = 0.988 x bound)", lemma1_hypotheses())

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from theory.claims import HOLDS, INCONCLUSIVE, PAPER_CLAIM, UNINFORMATIVE, CheckContext, Outcome, claim
+from theory.claims import HOLDS, INCONCLUSIVE, PAPER_CLAIM, UNINFORMATIVE, CheckContext, Outcome, claim, hypothesis
 from theory.claims.lfl.formulas import eps_of, lr_schedule, theorem1_bound, theorem1_terms, u_stats
 from theory.outcome import Setting, pick
 from theory.problems import hetero_quadratic, linear_gamma
@@ -84,6 +84,23 @@ def noniid_constants(data: dict) -> dict:
         "beta": c["beta"],
         "eps_t": eps_t,
     }
+
+
+def theorem1_hypotheses(k: dict, algorithm: str = "lfl", eta0: float | None = None) -> list:
+    """Theorem 1's hypotheses in the runs (Sec. 3 and Eqs. 8-11): the step-size condition, the scope of the analysis
+    (lossless uplink, all devices, SGD with eta_m^i(t) = eta(t)) and A1-A3 with the constants used."""
+    eta0 = k["alpha"] / k["beta"] if eta0 is None else eta0
+    cap = min(1.0, 1.0 / (k["mu"] * k["tau"]))
+    return [hypothesis("0 < eta(t) <= min{1, 1/(mu tau)} for all t", "Theorem 1", 0 < eta0 <= cap * (1 + 1e-12),
+                       f"max_t eta(t) = eta(0) = {eta0:.4g}, cap {cap:.4g}"),
+            hypothesis("lossless uplink, all M devices every round, local SGD with eta_m^i(t) = eta(t)",
+                       "Sec. 3 (scope of the analysis), Eq. (7)", True, f"{algorithm}, q2 = None, full participation"),
+            hypothesis("A1, A2: every F_m L-smooth and mu-strongly convex", "Eqs. (8)-(9)", True,
+                       f"quadratics with Hessian eigenvalues in [{k['mu']:g}, {k['L']:g}]"),
+            hypothesis("A3: E||grad F_m(theta, xi)||^2 <= G^2 along the iterates", "Eq. (10)", True,
+                       f"G^2 = {k['G2']:.4g}, measured (max over (t, m, i) of the mean over seeds)"),
+            hypothesis("eps of Eq. (43) in [0, 1]", "Theorem 1, Eq. (43)", 0 <= k["eps"] <= 1,
+                       f"eps = {k['eps']:.3g}, measured")]
 
 
 @claim(
@@ -163,4 +180,5 @@ def theorem1_bound_check(ctx: CheckContext, algorithm: str = "lfl", rounds: int 
                 "title": "LFL Theorem 1: measured error vs printed bound",
             }
         },
+        hypotheses=theorem1_hypotheses(k, algorithm),
     )
