@@ -262,7 +262,7 @@ def write_report(suite, folder: Path) -> dict:
     md += claim_verdicts(suite.paper, folder)
     if suite.notes:
         md += "\n## Notes\n\n" + "\n\n".join(f"**{k}.** {v.strip()}" for k, v in suite.notes.items()) + "\n"
-    return _write(records, folder, md, suite.metric, suite.paper)
+    return _write(records, folder, md, suite.metric, suite.paper, f"{suite.name} ({folder.name})")
 
 
 def write_records_report(folder: Path, title: str | None = None, metric: str = "test_accuracy") -> dict:
@@ -276,15 +276,15 @@ def write_records_report(folder: Path, title: str | None = None, metric: str = "
     title = title or f"Leaderboard: {folder.parent.name + '/' if folder.parent.name else ''}{folder.name}"
     md = leaderboard(records, (), title, f"From the {len(records)} run records in this folder alone (no suite file).",
                      metric)
-    return _write(records, folder, md, metric, None)
+    return _write(records, folder, md, metric, None, title.removeprefix("Leaderboard: "))
 
 
-def _write(records: list[dict], folder: Path, md: str, metric: str, paper: str | None) -> dict:
+def _write(records: list[dict], folder: Path, md: str, metric: str, paper: str | None, title: str = "") -> dict:
     paths = {"markdown": folder / "leaderboard.md", "csv": folder / "runs.csv"}
     folder.mkdir(parents=True, exist_ok=True)
     paths["markdown"].write_text(md + ("" if md.endswith("\n") else "\n") + "\n" + CSV_ABOUT + "\n")
     write_csv(records, paths["csv"])
-    paths["plots"] = plot_curves(records, folder, metric, paper)
+    paths["plots"] = plot_curves(records, folder, metric, paper, title)
     return paths
 
 
