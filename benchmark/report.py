@@ -141,8 +141,14 @@ def _preamble(records: list[dict], title: str, description: str, metric: str, re
     commits = sorted({(r.get("code_version") or {}).get("git_commit") or "?" for r in records})
     envs = sorted({(r.get("environment") or {}).get("gpu") or (r.get("environment") or {}).get("device", "?")
                    for r in records})
+    per_cell = defaultdict(int)
+    for r in records:
+        per_cell[cell_hash(r["config"])] += 1
+    lo, hi = min(per_cell.values()), max(per_cell.values())
     what = (f"seed {seeds[0]} only: one run per cell, no spread over seeds" if len(seeds) == 1 else
-            f"mean ± std over seeds {seeds} (a cell with one finished run shows its value alone)")
+            f"mean ± std over seeds {seeds} (a cell with one finished run shows its value alone)" if lo == hi else
+            f"mean ± std over {lo} to {hi} seeds per cell, of seeds {seeds}: the cells do not all have the same "
+            "seeds (runs.csv lists each run; a cell with one finished run shows its value alone)")
     out = [f"# {title}", ""] + ([description.strip(), ""] if description else [])
     out += [f"Final {metric.replace('_', ' ')} (%) at the last round, {what} ({len(records)} runs); best per column in "
             f"bold. `up bits/param`: uplink bits per sampled client per round divided by the model's parameter count "
@@ -270,7 +276,7 @@ def write_records_report(folder: Path, title: str | None = None, metric: str = "
     with no paper references or notes), e.g. a folder of ``fedrepro run --out`` records or a suite's results
     folder whose suite file is gone or changed. Raises ValueError when the folder holds no record."""
     folder = Path(folder)
-    records = store.read_records(folder)
+    records = store.read_records(folder, any_name=True)
     if not records:
         raise ValueError(f"no run records (*.json) in {folder}")
     title = title or f"Leaderboard: {folder.parent.name + '/' if folder.parent.name else ''}{folder.name}"
