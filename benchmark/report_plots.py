@@ -57,24 +57,27 @@ def _seeds_text(counts) -> str:
 
 
 def describe(records: list[dict]) -> dict:
-    """What the figures' titles say: {"all": "dataset, model, seeds per cell", column: the same for a column's
-    records, where it differs from the others}."""
+    """What the figures' titles say: {"all": "datasets, models, seeds per method" of every record, and per column
+    what differs between the columns and its label does not say (nothing when no part differs)}."""
     names = column_keys(records)
     by_col: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
         by_col[column_of(r["config"], names)].append(r)
 
-    def text(recs, skip=()):
+    def parts(recs) -> dict:
         cells = defaultdict(set)
         for r in recs:
             cells[(column_of(r["config"], names), method_label(r["config"]), r["config"].get("rounds"))].add(
                 r["config"].get("seed"))
-        return ", ".join([_words(r["config"].get(k) for r in recs) for k in ("dataset", "model") if k not in skip]
-                         + [f"{_seeds_text([len(v) for v in cells.values()])} per method"])
+        return {"dataset": _words(r["config"].get("dataset") for r in recs),
+                "model": _words(r["config"].get("model") for r in recs),
+                "seeds": f"{_seeds_text([len(v) for v in cells.values()])} per method"}
 
-    out = {"all": text(records)}
-    if len({text(recs) for recs in by_col.values()}) > 1:  # the columns differ: each says its own (not its label's)
-        out.update({col: text(recs, names) for col, recs in by_col.items()})
+    out = {"all": ", ".join(parts(records).values())}
+    per = {col: parts(recs) for col, recs in by_col.items()}
+    differ = [k for k in ("dataset", "model", "seeds") if k not in names and len({p[k] for p in per.values()}) > 1]
+    if differ:
+        out.update({col: ", ".join(p[k] for k in differ) for col, p in per.items()})
     return out
 
 

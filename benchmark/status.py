@@ -53,15 +53,10 @@ def suite_and_version(folder: Path) -> tuple[str, str]:
 
 
 def suite_of(folder: Path):
-    """The suite a results folder holds (its mark's file, or the shipped suite its place names), or None."""
-    return _suite_for(Path(folder), suite_and_version(Path(folder))[0], None)
-
-
-def _suite_for(folder: Path, name: str, given):
-    """The suite whose cells a folder holds: the one given (same name), else the one its mark names, else the
-    shipped suite of that name."""
-    if given is not None:
-        return given if given.name == name else None
+    """The suite whose cells a results folder holds: the one its mark names (``suite.bind_folder``), else the
+    shipped suite its place names (``<suite>/<version>``), else None."""
+    folder = Path(folder)
+    name = suite_and_version(folder)[0]
     try:
         return suites.load_folder_suite(folder) or (suites.load_suite(name) if name in suites.suite_names() else None)
     except (ValueError, OSError):
@@ -94,6 +89,7 @@ def folder_status(folder: Path, suite=None, model: cost.CostModel | None = None,
     failed = [{"cell": h, "config": _short(r["config"]), "message": _last_line(r.get("message", ""))}
               for h, r in sorted(by_hash.items()) if r["status"] == "failed" and h not in claimed]
     name, version = suite_and_version(folder)
+    name = suite.name if suite is not None else name
     out = {"folder": str(folder), "suite": name, "version": version,
            "current_version": version == code_version()["package"], "suite_known": cells is not None,
            "cells": len(cells) if cells is not None else None,
@@ -190,8 +186,8 @@ def status(root: str | Path, suite=None, device: str | None = None, ttl: float |
     source = f"{Path(files[0]).name}" + (f" and {len(files) - 1} more in {Path(files[0]).parent}" if len(files) > 1 else "") \
         if files else None
     return {"root": str(root), "device": dev, "cost_model": source,
-            "folders": [folder_status(f, _suite_for(f, suite_and_version(f)[0], suite), model, ttl, device)
-                        for f in folders]}
+            "folders": [folder_status(f, suite if suite is not None else suite_of(f), model, ttl, device)
+                        for f in folders]}  # with --suite, version_folders kept that suite's folders only
 
 
 def render(st: dict) -> str:
@@ -204,7 +200,9 @@ def render(st: dict) -> str:
 
 def _render_folder(f: dict, st: dict) -> str:
     if f["version"] == "?":  # a folder of records with no suite mark and no <suite>/<version> place
-        head = f"{f['folder']}: run records of no known suite (pending cells not known)"
+        head = (f"{f['suite']}: {f['cells']} cells (version not known: the folder keeps no suite mark)  "
+                f"[{f['folder']}]" if f["suite_known"] else
+                f"{f['folder']}: run records of no known suite (pending cells not known)")
     else:
         what = (f": {f['cells']} cells" if f["suite_known"] else ": single runs (`fedrepro run` without --suite)"
                 if f["suite"] == SINGLE_RUNS else ": suite file unknown, pending cells not known")

@@ -140,6 +140,11 @@ def _gone_suite(t: Path) -> Path:
 @pytest.mark.parametrize("row", CLI, ids=[r.what for r in CLI])
 def test_a_bad_command_line_gets_one_clear_line(row: Row, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # nothing of a row lands in the repository
+
+    def no_sleep(seconds):  # a bad input is refused before any work: a row never waits (--watch 0 looped for ever)
+        raise AssertionError(f"{row.what}: slept {seconds} s instead of refusing the input")
+
+    monkeypatch.setattr("time.sleep", no_sleep)
     try:
         code = main([str(x) for x in row.argv(tmp_path)])
     except SystemExit as e:  # argparse's errors
@@ -239,6 +244,10 @@ def test_status_reads_an_out_folder_and_the_folders_below(out_suite, capsys):
         assert main(argv) == 0
         text = capsys.readouterr().out
         assert f"grid {VERSION}: 4 cells" in text and "done 4 (ok 4, diverged 0)" in text and "pending 0" in text, text
+    (out / ".suite").unlink()  # an --out folder written before folders kept their suite's mark
+    assert main(["status", str(out), "--suite", str(s)]) == 0
+    text = capsys.readouterr().out
+    assert ": 4 cells" in text and "done 4 (ok 4, diverged 0)" in text and "pending 0" in text, text
 
 
 def test_a_folder_holds_one_suite(out_suite, tmp_path, capsys):
@@ -311,3 +320,11 @@ def test_the_claims_table_keeps_the_reason_for_a_ratio_verdict():
     close = dict(x, mean=10.90001, lower=10.9, upper=10.90002)
     assert "10.90001x [10.90000x, 10.90002x]" in erep.key_number({"metric": "bits_down_per_round",
                                                                    "comparisons": [close]})
+
+
+def test_status_help_describes_a_command_that_only_reads(capsys):
+    """`status --help` described --results and --publish as where results are written ('checked writable')."""
+    with pytest.raises(SystemExit):
+        main(["status", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Reads only" in text and "writable" not in text and "write into" not in text

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import inspect
 import warnings
 
 from . import bench, claims, listing, plugins, report, run, status, theory, tune, validate
@@ -19,7 +20,7 @@ class Parser(argparse.ArgumentParser):
         import re
 
         m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
-        if m and "Did you mean" not in message:
+        if m and "Did you mean" not in message and "maybe you meant" not in message:  # 3.14: argparse's own
             choices = re.findall(r"'([^']*)'", m.group(2))
             message += did_you_mean(m.group(1), choices)
         what = "commands" if self._subparsers is not None else "flags"
@@ -47,8 +48,10 @@ class _Version(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    own = {"suggest_on_error": True} if "suggest_on_error" in inspect.signature(argparse.ArgumentParser).parameters \
+        else {}  # argparse's own did-you-mean where it has one (Python >= 3.14)
     p = Parser(prog="fedrepro", description="A reproducibility benchmark for federated-learning "
-               "algorithms, with theory checks.")
+               "algorithms, with theory checks.", **own)
     p.add_argument("--version", action=_Version, help="print fedrepro's version (and git commit) and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
