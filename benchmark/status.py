@@ -30,7 +30,9 @@ def version_folders(root: Path, suite: str | None = None) -> list[Path]:
     ``suite`` only, if given: by the folder's mark, ``suite.folder_suite``, else its name; ``root`` itself when it
     holds records and no mark of another suite, e.g. an ``--out`` folder written before marks existed)."""
     root = Path(root)
-    found = store.record_folders(root, also=(cell_claims.CLAIMS_DIR, checkpoint.FOLDER))
+    also = (cell_claims.CLAIMS_DIR, checkpoint.FOLDER)
+    found = [f for f in store.record_folders(root, also=also)
+             if any((f / d).is_dir() for d in also) or suites.folder_suite(f) or store.holds_a_record(f)]
     if suite is None:
         return found
     mark = suites.folder_suite(root)

@@ -312,6 +312,18 @@ def record_folders(root: str | os.PathLike, depth: int = 3, also: tuple = ()) ->
     return out
 
 
+def holds_a_record(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` holds at least one valid run record (under any name): its ``*.json`` files may all be
+    something else (bench results, asv), which a walk for records passes by."""
+    for p in _record_files(Path(folder)):
+        try:
+            load_record(p, any_name=True)
+            return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
 def read_records(folder: str | os.PathLike, quarantine: bool = False, any_name: bool = False) -> list[dict]:
     """Every valid record in ``folder``; unreadable ones are skipped with one warning naming them.
 

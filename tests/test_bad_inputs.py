@@ -328,3 +328,13 @@ def test_status_help_describes_a_command_that_only_reads(capsys):
         main(["status", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "Reads only" in text and "writable" not in text and "write into" not in text
+
+
+def test_a_walk_for_records_passes_folders_of_other_json(tmp_path, capsys):
+    """results/ holds bench results (perf/*.json) beside the suites' folders: status and report pass them by."""
+    (tmp_path / "perf").mkdir()
+    (tmp_path / "perf" / "cpu-bench.json").write_text('{"rows": []}')
+    assert main(["report", str(tmp_path)]) == 2
+    assert "no run records (*.json) in" in capsys.readouterr().err
+    assert main(["status", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith("no results under")

@@ -47,10 +47,11 @@ def report_folder(a) -> int:
     """``fedrepro report FOLDER``: every folder of run records in FOLDER and below it (``runs/``: each suite's
     ``<suite>/<version>/``, the single runs, ``--out`` folders), each reported with its suite where the folder
     names one (its mark, or a shipped suite's place) and from its records alone otherwise."""
-    folders = store.record_folders(Path(a.folder))
+    # a folder whose *.json files are none of them run records (bench results, asv) is not a folder of records
+    folders = [f for f in store.record_folders(Path(a.folder)) if store.holds_a_record(f)]
     if not folders:
-        raise ValueError(f"no run records (*.json) in {a.folder} or in its folders ({store.NOT_WALKED} are not "
-                         "searched: they have reports of their own)")
+        raise ValueError(f"no run records (*.json) in {a.folder} or in its folders ({', '.join(store.NOT_WALKED)} "
+                         "are not searched: they have reports of their own)")
     for i, folder in enumerate(folders):
         s = status.suite_of(folder)
         _written(report.write_report(s, folder) if s is not None else report.write_records_report(folder))
