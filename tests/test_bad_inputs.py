@@ -90,7 +90,9 @@ CLI = [
     Row("--seed 3 --seeds 0 1 (the seed was dropped)", lambda t: ["run", "--seed", "3", "--seeds", "0", "1"], 2,
         r"--seed 3 and --seeds 0 1 are both given"),
     Row("--results for single runs beside --out (--results was ignored)",
-        lambda t: ["run", "--out", t / "o", "--results", t / "r"], 2, r"give one of them, not both"),
+        lambda t: ["run", "--rounds", "1", "--out", t / "o", "--results", t / "r"], 2,
+        r"--out .*o holds the records itself, while --results/--publish put them in RESULTS/single/<version>/: give "
+        r"one of them, not both"),
     Row("--publish for a single run", lambda t: ["run", "--rounds", "1", "--publish"], 2,
         r"single runs are not committed: give --out DIR or --results DIR"),
     Row("a suite's dry run with clients_per_round > num_clients (it planned them)",
