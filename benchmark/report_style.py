@@ -2,7 +2,7 @@
 panels, one legend), keyed by the method's name alone.
 
 Every built-in algorithm has its own colour and marker in ``STYLES`` (a literal table: FedAvg, the baseline of
-every suite, black; the others from a 15-colour palette, tab10 and five dark tones, assigned so that the methods
+every suite, black; the others from a 15-colour palette, tab10 and five more, assigned so that the methods
 of any shipped suite have distinct colours, and no two algorithms share colour and marker), so SCAFFOLD is the same
 blue in the smoke suite, the matrix, the BHerd pages and a report of your own. A leaderboard row with arguments,
 ``fedavgm(beta1=0.5)``, keeps its algorithm's colour and marker with a dashed or dotted line chosen by its label;
@@ -23,9 +23,10 @@ from collections.abc import Iterable
 
 BASELINE = "fedavg"
 BASELINE_COLOR = "black"
-#: tab10 and five dark tones of tab20b: 15 colours a reader tells apart
+#: tab10 and five more of other hues and depths (navy, mustard, teal, crimson, lime): 15 colours a reader tells
+#: apart (tab20b's dark tones, tried first, put a dark red beside tab10's brown in gradma_reduced)
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
+           "#17becf", "#1a237e", "#e6ab02", "#00796b", "#c2185b", "#7cb342")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h")
 LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))
 MARKS_PER_LINE = 8  # markers drawn along a line (``markevery``), however many points it has
