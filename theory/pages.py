@@ -222,8 +222,10 @@ def theory_sentence(paper: str, theory_report: dict | None) -> str:
     rate = max((c.get("false_alarm") or 0.0) for c in claims)
     parts = [f"{len(v)} {THEORY_WORDS.get(k, k.lower())}" + ("" if k == "HOLDS" else f": {', '.join(v)}")
              for k, v in sorted(by.items(), key=lambda kv: (kv[0] != "HOLDS", kv[0]))]
-    return (f"- Theory ({len(claims)} numerical checks of the paper's statements, each with a false-alarm rate of at "
-            f"most {rate:g}): " + "; ".join(parts) + ".")
+    derived = sum(c.get("kind") == "derived" for c in claims)
+    what = "the paper's statements" + (f" ({derived} of them derived from its results)" if derived else "")
+    return (f"- Theory ({len(claims)} numerical checks of {what}, each with a false-alarm rate of at most {rate:g}): "
+            + "; ".join(parts) + ".")
 
 
 def confidence_sentence(paper: str, claims_report: dict | None, replication: tuple | None) -> str:
