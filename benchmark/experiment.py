@@ -36,6 +36,7 @@ DIVERGENCE_FACTOR = engine.DIVERGENCE_FACTOR
 # fields added after results were published, with the value they had implicitly before: at that value they
 # are left out of the config hash, so existing cells keep their names (the record's config still shows them)
 _HASH_NEUTRAL_DEFAULTS = {"divergence_factor": DIVERGENCE_FACTOR, "compile": False, "eval_rounds": None}
+_DEFAULT_NUM_CLIENTS = 10  # Experiment.num_clients' default
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Experiment:
     algorithm: str = "fedavg"
     dataset: Any = "digits"  # a registered name or a FederatedDataset
     partition: str = "auto"  # auto = the dataset's natural clients if it has them, else iid; or "natural"
-    num_clients: int | None = 10
+    num_clients: int | None = _DEFAULT_NUM_CLIENTS
     clients_per_round: int | None = None  # None = all clients every round
     rounds: int = 20
     local_epochs: int | None = 1
@@ -81,26 +82,52 @@ class Experiment:
     def __post_init__(self):
         if self.eval_rounds is not None and not isinstance(self.eval_rounds, tuple):
             object.__setattr__(self, "eval_rounds", tuple(self.eval_rounds))
+        # a dataset of your own with natural clients (``FederatedDataset.from_tensors``) has as many clients as it
+        # holds: the default num_clients (10) follows them, as it follows nothing else
+        if isinstance(self.dataset, FederatedDataset) and self.dataset.natural_clients \
+                and self.partition in ("auto", "natural") and self.num_clients == _DEFAULT_NUM_CLIENTS:
+            object.__setattr__(self, "num_clients", len(self.dataset.clients))
 
     def validate(self) -> None:
+        """Every field checked before any work, with a message that names it and what to give instead (the CLI,
+        suites and the Python API all call this)."""
         def need(cond, msg):
             if not cond:
                 raise ValueError(msg)
 
-        need(isinstance(self.rounds, int) and self.rounds >= 1, f"rounds must be >= 1, got {self.rounds}")
-        need(self.num_clients is None or self.num_clients >= 1, f"num_clients must be >= 1, got {self.num_clients}")
-        need(self.clients_per_round is None or self.clients_per_round >= 1,
-             f"clients_per_round must be >= 1, got {self.clients_per_round}")
+        def count(name, v, lowest=1, none_ok=True):
+            need((v is None and none_ok) or (isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                             and v >= lowest),
+                 f"{name} must be >= {lowest} (an integer{', or None' if none_ok else ''}), got {v!r}")
+
+        need(isinstance(self.dataset, (str, FederatedDataset)), "dataset must be a registered name (see `fedrepro "
+             f"list datasets`) or a FederatedDataset (FederatedDataset.from_tensors), got {self.dataset!r}")
+        need(isinstance(self.model, str) or callable(self.model), "model must be a registered name (see `fedrepro "
+             f"list models`) or a callable (input_shape, num_classes) -> nn.Module, got {self.model!r}")
+        count("rounds", self.rounds, none_ok=False)
+        count("num_clients", self.num_clients)
+        count("clients_per_round", self.clients_per_round)
+        need(self.clients_per_round is None or self.num_clients is None or self.clients_per_round <= self.num_clients,
+             f"clients_per_round={self.clients_per_round} exceeds the number of clients ({self.num_clients}): at "
+             "most every client takes part in a round")
         if self.local_steps is None:
-            need(self.local_epochs is not None and self.local_epochs >= 1,
-                 f"local_epochs must be >= 1 (or set local_steps), got {self.local_epochs}")
+            count("local_epochs", self.local_epochs, none_ok=False)
         else:
-            need(self.local_steps >= 1, f"local_steps must be >= 1, got {self.local_steps}")
-        need(self.batch_size is None or self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}")
-        need(self.lr > 0 and np.isfinite(self.lr), f"lr must be a positive number, got {self.lr}")
-        need(self.momentum >= 0 and self.weight_decay >= 0, "momentum and weight_decay must be >= 0")
+            count("local_steps", self.local_steps, none_ok=False)
+            need(self.local_epochs in (None, 1), f"local_steps={self.local_steps} and local_epochs="
+                 f"{self.local_epochs} are both set: local_steps replaces local_epochs, give one of them")
+        count("batch_size", self.batch_size)
+        count("eval_every", self.eval_every, none_ok=False)
+        count("eval_train_samples", self.eval_train_samples)
+        for name in ("lr", "momentum", "weight_decay", "lr_decay"):
+            v = getattr(self, name)
+            need(isinstance(v, (int, float, np.floating)) and not isinstance(v, bool) and np.isfinite(v),
+                 f"{name} must be a finite number, got {v!r}")
+        need(self.lr > 0, f"lr must be a positive number, got {self.lr}")
+        need(0 <= self.momentum < 1, f"momentum must be in [0, 1) (heavy-ball momentum; 0: plain SGD), got "
+             f"{self.momentum}")
+        need(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}")
         need(0 < self.lr_decay <= 1, f"lr_decay must be in (0, 1], got {self.lr_decay}")
-        need(self.eval_every >= 1, f"eval_every must be >= 1, got {self.eval_every}")
         need(self.eval_rounds is None or all(isinstance(r, int) and 1 <= r <= self.rounds for r in self.eval_rounds),
              f"eval_rounds must be rounds between 1 and rounds ({self.rounds}), got {self.eval_rounds!r}")
         need(self.divergence_factor is None or (isinstance(self.divergence_factor, (int, float))
@@ -111,14 +138,22 @@ class Experiment:
         need(self.device in ("auto", "cpu", "cuda") or str(self.device).startswith("cuda:"),
              f"device must be auto, cpu or cuda, got {self.device!r}")
         optim.make(self.optimizer)  # raises for an unknown optimizer
+        need(self.optimizer == "sgd" or self.momentum == 0, f"momentum={self.momentum} is SGD's heavy-ball "
+             f"momentum; optimizer {self.optimizer!r} has its own moments: leave momentum at 0")
         if self.partition not in ("auto", "natural"):
             from .partition import parse_spec
 
             parse_spec(self.partition)  # raises for an unknown kind or an invalid parameter
         cls = algorithms.get_class(self.algorithm)
+        hp = algorithms.core.make_hyper(cls, self.algorithm_args)
+        try:  # a plugin whose Hyper lacks its server optimizer's fields (eta_g) fails here, not in round 1
+            None if cls.server_optimizer is None else cls.server_optimizer.from_hyper(hp)
+        except AttributeError as e:
+            raise ValueError(f"algorithm {self.algorithm!r} steps with {cls.server_optimizer.__name__}, which reads "
+                             f"{e.name or e} from its hyperparameters, but its Hyper has no such field: add it "
+                             "(e.g. eta_g: float = param(1.0, POSITIVE))") from None
         # an algorithm refuses a local optimizer its formulas have no rule for (optim.UnsupportedOptimizer)
-        cls.check_optimizer(algorithms.core.make_hyper(cls, self.algorithm_args),
-                            optim.make(self.optimizer, self.momentum, self.weight_decay))
+        cls.check_optimizer(hp, optim.make(self.optimizer, self.momentum, self.weight_decay))
 
     def config(self) -> dict:
         """JSON-serialisable configuration (datasets and models by name)."""

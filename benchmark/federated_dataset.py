@@ -33,6 +33,7 @@ class FederatedDataset:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
         if len(self.x_train) != len(self.y_train) or len(self.x_test) != len(self.y_test):
             raise ValueError("x and y must have the same number of samples")
+        _check_tensors(self)
         if self.task == "classification":
             self.y_train = self.y_train.long()
             self.y_test = self.y_test.long()
@@ -82,8 +83,33 @@ class FederatedDataset:
                 raise ValueError(f"client {i}: {len(x)} inputs but {len(y)} targets")
             if len(x) == 0:
                 raise ValueError(f"client {i} has no samples")
+            if x.shape[1:] != xs[0].shape[1:]:
+                raise ValueError(f"client {i}: inputs of shape {tuple(x.shape[1:])}, but client 0's are "
+                                 f"{tuple(xs[0].shape[1:])}: every client's X_i must have the same features")
         sizes = [len(x) for x in xs]
         offsets = torch.cumsum(torch.tensor([0] + sizes), 0)
         idx = [torch.arange(int(offsets[i]), int(offsets[i + 1])) for i in range(len(sizes))]
         return cls(name, torch.cat(xs).to(dtype), torch.cat(ys), torch.as_tensor(test[0]).to(dtype),
                    torch.as_tensor(test[1]), task=task, num_classes=num_classes, clients=idx)
+
+
+def _check_tensors(d: FederatedDataset) -> None:
+    """What the training loop would otherwise fail on inside torch, or get quietly wrong, named here: an empty test
+    set (accuracy and loss 0.0), test inputs of another width than the training inputs, and classification labels
+    that are not integers (0.7 would become class 0)."""
+    if len(d.x_test) == 0:
+        raise ValueError(f"dataset {d.name!r}: the test set is empty: give at least one test sample (its accuracy "
+                         "and loss would read 0.0)")
+    if d.x_test.shape[1:] != d.x_train.shape[1:]:
+        raise ValueError(f"dataset {d.name!r}: test inputs have shape {tuple(d.x_test.shape[1:])} per sample, the "
+                         f"training inputs {tuple(d.x_train.shape[1:])}: they must have the same features")
+    if d.task == "classification":
+        for what, y in (("training", d.y_train), ("test", d.y_test)):
+            if y.is_floating_point() and not bool(torch.all(y == torch.round(y))):
+                raise ValueError(f"dataset {d.name!r}: classification labels must be integers (class indices), "
+                                 f"but the {what} labels hold fractions (e.g. {y[y != torch.round(y)][0].item():g}); "
+                                 "for real-valued targets give task=\"regression\"")
+            if len(y) and (y.dim() != 1 or bool((y < 0).any())):
+                raise ValueError(f"dataset {d.name!r}: classification labels must be one class index >= 0 per "
+                                 f"sample (a 1-D tensor), got the {what} labels' shape {tuple(y.shape)}"
+                                 + (" with negative values" if bool((y < 0).any()) else ""))

@@ -141,8 +141,14 @@ def _preamble(records: list[dict], title: str, description: str, metric: str, re
     commits = sorted({(r.get("code_version") or {}).get("git_commit") or "?" for r in records})
     envs = sorted({(r.get("environment") or {}).get("gpu") or (r.get("environment") or {}).get("device", "?")
                    for r in records})
+    per_cell = defaultdict(int)
+    for r in records:
+        per_cell[cell_hash(r["config"])] += 1
+    lo, hi = min(per_cell.values()), max(per_cell.values())
     what = (f"seed {seeds[0]} only: one run per cell, no spread over seeds" if len(seeds) == 1 else
-            f"mean ± std over seeds {seeds} (a cell with one finished run shows its value alone)")
+            f"mean ± std over seeds {seeds} (a cell with one finished run shows its value alone)" if lo == hi else
+            f"mean ± std over {lo} to {hi} seeds per cell, of seeds {seeds}: the cells do not all have the same "
+            "seeds (runs.csv lists each run; a cell with one finished run shows its value alone)")
     out = [f"# {title}", ""] + ([description.strip(), ""] if description else [])
     out += [f"Final {metric.replace('_', ' ')} (%) at the last round, {what} ({len(records)} runs); best per column in "
             f"bold. `up bits/param`: uplink bits per sampled client per round divided by the model's parameter count "
@@ -262,7 +268,7 @@ def write_report(suite, folder: Path) -> dict:
     md += claim_verdicts(suite.paper, folder)
     if suite.notes:
         md += "\n## Notes\n\n" + "\n\n".join(f"**{k}.** {v.strip()}" for k, v in suite.notes.items()) + "\n"
-    return _write(records, folder, md, suite.metric, suite.paper)
+    return _write(records, folder, md, suite.metric, suite.paper, f"{suite.name} ({folder.name})")
 
 
 def write_records_report(folder: Path, title: str | None = None, metric: str = "test_accuracy") -> dict:
@@ -270,21 +276,21 @@ def write_records_report(folder: Path, title: str | None = None, metric: str = "
     with no paper references or notes), e.g. a folder of ``fedrepro run --out`` records or a suite's results
     folder whose suite file is gone or changed. Raises ValueError when the folder holds no record."""
     folder = Path(folder)
-    records = store.read_records(folder)
+    records = store.read_records(folder, any_name=True)
     if not records:
         raise ValueError(f"no run records (*.json) in {folder}")
     title = title or f"Leaderboard: {folder.parent.name + '/' if folder.parent.name else ''}{folder.name}"
     md = leaderboard(records, (), title, f"From the {len(records)} run records in this folder alone (no suite file).",
                      metric)
-    return _write(records, folder, md, metric, None)
+    return _write(records, folder, md, metric, None, title.removeprefix("Leaderboard: "))
 
 
-def _write(records: list[dict], folder: Path, md: str, metric: str, paper: str | None) -> dict:
+def _write(records: list[dict], folder: Path, md: str, metric: str, paper: str | None, title: str = "") -> dict:
     paths = {"markdown": folder / "leaderboard.md", "csv": folder / "runs.csv"}
     folder.mkdir(parents=True, exist_ok=True)
     paths["markdown"].write_text(md + ("" if md.endswith("\n") else "\n") + "\n" + CSV_ABOUT + "\n")
     write_csv(records, paths["csv"])
-    paths["plots"] = plot_curves(records, folder, metric, paper)
+    paths["plots"] = plot_curves(records, folder, metric, paper, title)
     return paths
 
 

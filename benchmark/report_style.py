@@ -1,37 +1,49 @@
-"""One fixed style per method for every plot of a report (matplotlib's own advice: one style per series
-across panels, one legend).
+"""One fixed style per method in every plot of every report (matplotlib's own advice: one style per series across
+panels, one legend), keyed by the method's name alone.
 
-``method_styles(names)`` gives each method a colour, a line style and a marker, from a palette sized for
-the methods shown: up to 10 methods besides FedAvg get tab10's 10 colours with solid lines, more get the
-10 colours crossed with 5 line styles (50 at most), and every method a marker as well; FedAvg, the baseline
-of every suite, is always black and solid. With many methods, the ones a headline figure shows take the
-first 10 slots (a colour each, solid). The map depends only on the set of names and that leading group, so
-every panel and every figure of a report shows a method the same way, whichever methods a panel happens
-to lack (a diverged run, a method not run in that cell). ``plot_kwargs`` turns a style into ``Axes.plot``
-arguments, ``legend_handles`` into legend entries that list every method drawn. Each method's markers start at
-a point of its own (its slot, modulo the spacing of the markers), so two curves that lie on top of each other
-still show both markers side by side; the panels also say so in words (``benchmark.report_plots``).
+Every built-in algorithm has its own colour and marker in ``STYLES`` (a literal table: FedAvg, the baseline of
+every suite, black; the others from a 15-colour palette, tab10 and five more, assigned so that the methods
+of any shipped suite have distinct colours, and no two algorithms share colour and marker), so SCAFFOLD is the same
+blue in the smoke suite, the matrix, the BHerd pages and a report of your own. A leaderboard row with arguments,
+``fedavgm(beta1=0.5)``, keeps its algorithm's colour and marker with a dashed or dotted line chosen by its label;
+a name the table does not know (a plugin) gets a colour and marker from a hash of its name and a dashed line.
+Only where two names of one report would still look the same does the later one (legend order) take the next
+free line style or marker, so a style never depends on which other methods a panel happens to show (a diverged
+run, a method not run in a cell).
 
-Used by the leaderboard plots (``benchmark.report_plots``); any other report that draws methods (the
-claims report) takes its styles from here so that a method looks the same everywhere.
+``method_styles(names)`` gives {method: {"color", "linestyle", "marker", "slot"}}; ``plot_kwargs`` turns a style
+into ``Axes.plot`` arguments, ``legend_handles`` into legend entries. Each method's markers start at a point of
+its own (its slot, modulo the spacing of the markers), so two curves that lie on top of each other still show
+both markers side by side; the panels also say so in words (``benchmark.report_plots``).
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 
 BASELINE = "fedavg"
 BASELINE_COLOR = "black"
+#: tab10 and five more of other hues and depths (navy, mustard, teal, crimson, lime): 15 colours a reader tells
+#: apart (tab20b's dark tones, tried first, put a dark red beside tab10's brown in gradma_reduced)
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf", "#1a237e", "#e6ab02", "#00796b", "#c2185b", "#7cb342")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h")
 LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))
 MARKS_PER_LINE = 8  # markers drawn along a line (``markevery``), however many points it has
 
-
-def _colors(n: int) -> tuple[list, tuple]:
-    """``n`` colours from a palette sized for them, and the line styles to cross them with."""
-    import matplotlib
-
-    tab10 = list(matplotlib.colormaps["tab10"].colors)
-    return tab10, ("-",) if n <= len(tab10) else LINESTYLES
+#: every built-in algorithm: (colour index into PALETTE, marker index into MARKERS). Colours: greedy over the
+#: shipped suites' method sets, the smoke suite's first, so that no suite shows one colour twice.
+STYLES = {
+    "bherd": (5, 0), "bherd_closest": (1, 2), "bherd_fednova": (2, 2), "bherd_random": (3, 2),
+    "bherd_scaffold": (4, 2), "bifl": (1, 3), "bifl_full": (2, 3), "ef_signsgd": (1, 4), "fedacg": (1, 1),
+    "fedasam": (2, 1), "fedavgm": (2, 0), "fedbat": (6, 0), "feddyn": (5, 1), "fedlesam": (3, 1), "fedmlb": (4, 1),
+    "fedmlbm": (6, 1), "fedmo": (5, 2), "fedmoswa": (6, 2), "fednova": (6, 3), "fedpaq": (3, 3),
+    "fedpaq_4bit": (4, 3), "fedprox": (1, 0), "fedproxm": (7, 1), "fedsam": (7, 2), "fedswa": (4, 0),
+    "grab_fedavg": (7, 3), "gradma": (3, 0), "gradma_s": (8, 0), "gradma_w": (9, 0), "lb": (0, 2), "lfl": (7, 0),
+    "lgm": (1, 5), "lossless": (2, 5), "ltgm": (3, 5), "mifa": (10, 0), "mifam": (11, 0), "mimelite": (12, 0),
+    "mofedsam": (8, 1), "moon": (13, 0), "moonm": (14, 0), "noisy_signsgd": (2, 4), "scaffold": (0, 0),
+    "signsgd": (0, 1), "stoc_signsgd": (3, 4), "zerofl": (4, 4),
+}
 
 
 def order(names: Iterable[str]) -> list[str]:
@@ -43,30 +55,40 @@ def is_baseline(m: str) -> bool:
     return m == BASELINE or m.startswith(BASELINE + "(")
 
 
-def slots(names: Iterable[str], first: Iterable[str] = ()) -> list[str]:
-    """Every method but FedAvg in the order styles are handed out: the ``first`` ones (the methods a headline
-    figure shows), then the others, each group by name. Slot i gets colour i mod 10 and line style i div 10,
-    so any 10 consecutive slots (a row of small multiples) have 10 different colours."""
-    names = set(names)
-    lead = sorted({m for m in first if m in names and not is_baseline(m)})
-    return lead + sorted(m for m in names if m not in lead and not is_baseline(m))
+def _hash(text: str) -> int:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
 
 
-def method_styles(names: Iterable[str], first: Iterable[str] = ()) -> dict[str, dict]:
-    """{method: {"color", "linestyle", "marker", "slot"}}: distinct for every method of ``names``, a function of the set
-    of names and of ``first`` only (see ``slots``: with at most 10 methods besides FedAvg, or for the ``first``
-    10, a colour each and solid lines). Raises ValueError when more methods are asked for than the palette can
-    tell apart (50 besides FedAvg)."""
-    names = set(names)
-    others = slots(names, first)
-    colors, styles = _colors(len(others))
-    if len(others) > len(colors) * len(styles):
-        raise ValueError(f"{len(others)} methods are more than {len(colors) * len(styles)} distinct styles: draw "
-                         "a selection (benchmark.report_plots.select_methods) or small multiples")
-    out = {m: {"color": BASELINE_COLOR, "linestyle": "-", "marker": "o", "slot": 0} for m in names if is_baseline(m)}
-    for i, m in enumerate(others):
-        out[m] = {"color": colors[i % len(colors)], "linestyle": styles[(i // len(colors)) % len(styles)],
-                  "marker": MARKERS[i % len(MARKERS)], "slot": i + 1}
+def name_style(m: str) -> tuple:
+    """(colour, line style index, marker index) of method ``m`` by its name alone (module docstring)."""
+    base, args = (m.split("(", 1) + [""])[:2]
+    if base == BASELINE:
+        color, marker, line = BASELINE_COLOR, 0, 0
+    elif base in STYLES:
+        color, marker, line = PALETTE[STYLES[base][0]], STYLES[base][1], 0
+    else:
+        h = _hash(base)
+        color, marker, line = PALETTE[h % len(PALETTE)], (h // len(PALETTE)) % len(MARKERS), 1
+    if args:  # a row with arguments: its algorithm's colour and marker, a broken line of its own
+        line = 1 + _hash(m) % (len(LINESTYLES) - 1)
+    return color, line, marker
+
+
+def method_styles(names: Iterable[str]) -> dict[str, dict]:
+    """{method: {"color", "linestyle", "marker", "slot"}}: each method's ``name_style``; where two methods of
+    ``names`` would look the same, the later one (in ``order``) takes the next free line style, then marker."""
+    out, taken = {}, set()
+    for i, m in enumerate(order(names)):
+        color, line, marker = name_style(m)
+        for k in range(len(LINESTYLES) * len(MARKERS)):
+            cand = (color, (line + k) % len(LINESTYLES), (marker + k // len(LINESTYLES)) % len(MARKERS))
+            if cand not in taken:
+                break
+        else:
+            raise ValueError(f"{len(out) + 1} methods are more than one colour's {len(LINESTYLES) * len(MARKERS)} "
+                             "styles: draw a selection (benchmark.report_plots.select_methods)")
+        taken.add(cand)
+        out[m] = {"color": cand[0], "linestyle": LINESTYLES[cand[1]], "marker": MARKERS[cand[2]], "slot": i}
     return out
 
 

@@ -28,6 +28,7 @@ from .plan import BACKENDS, Job, Threads, choose_threads, usable_cpus
 from .suite import (Cell, Reference, Suite, SuiteError, load_suite, select_cells,  # noqa: F401
                     suite_names, suite_path)
 from .suite import matches as _matches  # noqa: F401
+from .suite import bind_folder
 
 FINISHED = store.FINISHED  # statuses that are not run again; "failed" cells are retried
 
@@ -153,6 +154,7 @@ def run_suite(suite: Suite, backend: str = "local", jobs: int | str | None = Non
     """Run every unfinished cell of ``suite``; return counts by status (``run_experiments``). The records go to
     ``out_dir``, by default ``results_dir(results_root, suite.name)``."""
     folder = results_dir(results_root, suite.name) if out_dir is None else out_dir
+    bind_folder(folder, suite)  # one folder holds one suite: another suite's folder is refused, before any work
     return run_experiments([c.experiment for c in suite.cells], folder, backend, jobs, address, progress,
                            f"suite {suite.name}", group_runs=group_runs, device=device, executor=executor,
                            numerics_policy=numerics_policy)

@@ -11,34 +11,56 @@ Reads only: it writes, moves and claims nothing.
 """
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
 from . import cell_claims, checkpoint, cost, plan, store
+from . import suite as suites
 from .experiment import code_version
 
 
+#: where ``fedrepro run``'s single runs (no suite) write their records without --out: <results>/single/<version>/
+SINGLE_RUNS = "single"
+
+
 def version_folders(root: Path, suite: str | None = None) -> list[Path]:
-    """The ``<root>/<suite>/<version>`` folders holding records, claims or checkpoints (of ``suite`` only, if
-    given)."""
+    """The folders under ``root`` (``root`` itself included, and down the tree: ``store.record_folders``) holding
+    records, claims or checkpoints: ``<root>/<suite>/<version>``, and ``--out`` folders wherever they are (of
+    ``suite`` only, if given: by the folder's mark, ``suite.folder_suite``, else its name; ``root`` itself when it
+    holds records and no mark of another suite, e.g. an ``--out`` folder written before marks existed)."""
     root = Path(root)
-    suites = [root / suite] if suite else sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-    out = []
-    for s in suites:
-        for v in sorted(p for p in s.iterdir() if p.is_dir()) if s.is_dir() else []:
-            if any(v.glob("*.json")) or cell_claims.claims_dir(v).is_dir() or (v / checkpoint.FOLDER).is_dir():
-                out.append(v)
-    return out
+    also = (cell_claims.CLAIMS_DIR, checkpoint.FOLDER)
+    found = [f for f in store.record_folders(root, also=also)
+             if any((f / d).is_dir() for d in also) or suites.folder_suite(f) or store.holds_a_record(f)]
+    if suite is None:
+        return found
+    mark = suites.folder_suite(root)
+    return [f for f in found if suite_and_version(f)[0] == suite
+            or (f == root and (mark is None or mark["suite"] == suite))]
 
 
-def _suite_for(name: str, given):
-    """The suite whose cells a folder holds: the one given (same name), else the shipped suite of that name."""
-    from . import suite as suites
+def _is_version(name: str) -> bool:
+    return re.fullmatch(r"\d+(\.\d+)*([.+-]\w+)*", name) is not None
 
-    if given is not None:
-        return given if given.name == name else None
+
+def suite_and_version(folder: Path) -> tuple[str, str]:
+    """Which suite and version a results folder holds: its mark's (``suite.bind_folder``), else its place,
+    ``<suite>/<version>``; a folder of another name (a ``--out`` folder with no mark) is named for itself."""
+    mark = suites.folder_suite(folder)
+    version = folder.name if _is_version(folder.name) else (mark or {}).get("version") or "?"
+    if mark is not None:
+        return mark["suite"], version
+    return (folder.parent.name, version) if _is_version(folder.name) else (folder.name, version)
+
+
+def suite_of(folder: Path):
+    """The suite whose cells a results folder holds: the one its mark names (``suite.bind_folder``), else the
+    shipped suite its place names (``<suite>/<version>``), else None."""
+    folder = Path(folder)
+    name = suite_and_version(folder)[0]
     try:
-        return suites.load_suite(name) if name in suites.suite_names() else None
+        return suites.load_folder_suite(folder) or (suites.load_suite(name) if name in suites.suite_names() else None)
     except (ValueError, OSError):
         return None
 
@@ -48,9 +70,11 @@ def folder_status(folder: Path, suite=None, model: cost.CostModel | None = None,
     """The state of one results folder (module docstring); ``suite``: its cells, for the pending ones."""
     folder = Path(folder)
     ttl = cell_claims.claim_ttl() if ttl is None else ttl
-    records, unreadable = store.scan(folder)
-    by_hash = {r["config_hash"]: r for r in records}
     cells = {c.config_hash: c.experiment for c in suite.cells} if suite is not None else None
+    # a suite's folder is read as its runner reads it (a record by its config hash's name); any other folder's
+    # records under any name (saved by hand from the Python API), as `fedrepro report` reads them
+    records, unreadable = store.scan(folder, any_name=cells is None)
+    by_hash = {r["config_hash"]: r for r in records}
     if cells is not None:
         by_hash = {h: r for h, r in by_hash.items() if h in cells}
     now = time.time()
@@ -66,8 +90,10 @@ def folder_status(folder: Path, suite=None, model: cost.CostModel | None = None,
     claimed = {c["cell"] for c in running + stalled}
     failed = [{"cell": h, "config": _short(r["config"]), "message": _last_line(r.get("message", ""))}
               for h, r in sorted(by_hash.items()) if r["status"] == "failed" and h not in claimed]
-    out = {"folder": str(folder), "suite": folder.parent.name, "version": folder.name,
-           "current_version": folder.name == code_version()["package"], "suite_known": cells is not None,
+    name, version = suite_and_version(folder)
+    name = suite.name if suite is not None else name
+    out = {"folder": str(folder), "suite": name, "version": version,
+           "current_version": version == code_version()["package"], "suite_known": cells is not None,
            "cells": len(cells) if cells is not None else None,
            "ok": sum(s == "ok" for s in status.values()), "diverged": sum(s == "diverged" for s in status.values()),
            "failed": len(failed), "running": running, "stalled": stalled, "failed_cells": failed,
@@ -155,27 +181,35 @@ def status(root: str | Path, suite=None, device: str | None = None, ttl: float |
     dev = plan.device_type(device)
     bench = cost.latest_bench(dev)
     model = cost.cost_model_from_bench(bench) if bench else None
-    folders = version_folders(Path(root), suite.name if suite is not None else None)
-    if suite is not None and not any(f.name == code_version()["package"] for f in folders):
+    folders = version_folders(Path(root), suite.name if suite is not None else None) if Path(root).is_dir() else []
+    if suite is not None and not any(suite_and_version(f)[1] in (code_version()["package"], "?") for f in folders):
         folders.append(Path(root) / suite.name / code_version()["package"])  # nothing run yet: all pending
     files = bench["_path"].split(", ") if bench else []
     source = f"{Path(files[0]).name}" + (f" and {len(files) - 1} more in {Path(files[0]).parent}" if len(files) > 1 else "") \
         if files else None
     return {"root": str(root), "device": dev, "cost_model": source,
-            "folders": [folder_status(f, _suite_for(f.parent.name, suite), model, ttl, device) for f in folders]}
+            "folders": [folder_status(f, suite if suite is not None else suite_of(f), model, ttl, device)
+                        for f in folders]}  # with --suite, version_folders kept that suite's folders only
 
 
 def render(st: dict) -> str:
     """``status`` as text."""
     if not st["folders"]:
-        return f"no results under {st['root']} (records are written to <root>/<suite>/<version>/)"
+        return (f"no results under {st['root']} (no run records in it or in its folders: a suite writes to "
+                "<root>/<suite>/<version>/ or to its --out folder)")
     return "\n\n".join(_render_folder(f, st) for f in st["folders"])
 
 
 def _render_folder(f: dict, st: dict) -> str:
-    head = f"{f['suite']} {f['version']}" + ("" if f["current_version"] else " (not this version)") + \
-        (f": {f['cells']} cells" if f["suite_known"] else ": suite file unknown, pending cells not known") + \
-        f"  [{f['folder']}]"
+    if f["version"] == "?":  # a folder of records with no suite mark and no <suite>/<version> place
+        head = (f"{f['suite']}: {f['cells']} cells (version not known: the folder keeps no suite mark)  "
+                f"[{f['folder']}]" if f["suite_known"] else
+                f"{f['folder']}: run records of no known suite (pending cells not known)")
+    else:
+        what = (f": {f['cells']} cells" if f["suite_known"] else ": single runs (`fedrepro run` without --suite)"
+                if f["suite"] == SINGLE_RUNS else ": suite file unknown, pending cells not known")
+        head = f"{f['suite']} {f['version']}" + ("" if f["current_version"] else " (not this version)") + what + \
+            f"  [{f['folder']}]"
     parts = [f"done {f['done']} (ok {f['ok']}, diverged {f['diverged']})", f"running {len(f['running'])}"]
     if f["stalled"]:
         parts.append(f"stalled {len(f['stalled'])}")

@@ -208,8 +208,9 @@ def check_writable_folder(folder: str | os.PathLike, what: str = "results folder
 # Reading
 
 
-def load_record(path: str | os.PathLike) -> dict:
-    """One record; raises ``ValueError`` saying what is wrong with the file."""
+def load_record(path: str | os.PathLike, any_name: bool = False) -> dict:
+    """One record; raises ``ValueError`` saying what is wrong with the file (``any_name``: its name may differ from
+    its config hash)."""
     path = Path(path)
     try:
         with open(path) as f:
@@ -218,7 +219,7 @@ def load_record(path: str | os.PathLike) -> dict:
         raise ValueError(f"not text: {e}") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON ({e}); truncated?") from None
-    why = problem(rec, path.name)
+    why = problem(rec, None if any_name else path.name)
     if why:
         raise ValueError(why)
     return rec
@@ -240,15 +241,19 @@ def quarantine(path: Path) -> Path:
     return target
 
 
-def scan(folder: str | os.PathLike, quarantine_bad: bool = False) -> tuple[list[dict], list[Unreadable]]:
-    """The valid records in ``folder`` and the unreadable files (moved aside if ``quarantine_bad``)."""
+def scan(folder: str | os.PathLike, quarantine_bad: bool = False,
+         any_name: bool = False) -> tuple[list[dict], list[Unreadable]]:
+    """The valid records in ``folder`` and the unreadable files (moved aside if ``quarantine_bad``). ``any_name``:
+    a record whose file is not named by its config hash counts too (one saved by hand from the Python API,
+    ``open("run.json", "w").write(res.to_json())``); a results folder's runner keeps the strict rule, since it
+    finds a cell's record by that name."""
     folder = Path(folder)
     if not folder.is_dir():
         return [], []
     good, bad = [], []
     for p in _record_files(folder):
         try:
-            good.append(load_record(p))
+            good.append(load_record(p, any_name))
         except FileNotFoundError:  # removed meanwhile (another process moved it aside)
             continue
         except (OSError, ValueError) as e:
@@ -274,14 +279,65 @@ def describe_unreadable(folder, bad: list[Unreadable]) -> str:
     return f"{len(bad)} unreadable run record(s) in {folder} {what}: {items}"
 
 
-def read_records(folder: str | os.PathLike, quarantine: bool = False) -> list[dict]:
+#: folders a walk for run records does not enter: they hold reports of their own (the claims' run records are
+#: thousands, read by ``fedrepro claims``), and hidden folders (cell claims, checkpoints) are a folder's own
+NOT_WALKED = ("claims", "theory", "papers")
+
+
+def record_folders(root: str | os.PathLike, depth: int = 3, also: tuple = ()) -> list[Path]:
+    """``root`` and the folders below it, up to ``depth`` levels down, that hold run records (``*.json`` not
+    hidden) or one of the hidden folders ``also`` (a runner's cell claims, checkpoints): a suite's
+    ``<root>/<suite>/<version>/``, a ``--out`` folder, or ``root`` itself. Raises ``FileNotFoundError`` when
+    ``root`` is not a folder."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"no run records in {root}: " + ("it is a file, not a folder: give the folder that "
+                                                                 "holds the records" if root.exists() else
+                                                                 "no such folder"))
+    out: list[Path] = []
+
+    def walk(d: Path, level: int) -> None:
+        try:
+            entries = sorted(d.iterdir())
+        except OSError:
+            return
+        if any(p.suffix == ".json" and not p.name.startswith(".") and p.is_file() for p in entries) \
+                or any(p.name in also and p.is_dir() for p in entries):
+            out.append(d)
+        for p in entries if level < depth else ():
+            if p.is_dir() and not p.name.startswith(".") and p.name not in NOT_WALKED:
+                walk(p, level + 1)
+
+    walk(root, 0)
+    return out
+
+
+def holds_a_record(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` holds at least one valid run record (under any name): its ``*.json`` files may all be
+    something else (bench results, asv), which a walk for records passes by."""
+    for p in _record_files(Path(folder)):
+        try:
+            load_record(p, any_name=True)
+            return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def read_records(folder: str | os.PathLike, quarantine: bool = False, any_name: bool = False) -> list[dict]:
     """Every valid record in ``folder``; unreadable ones are skipped with one warning naming them.
 
-    ``quarantine=True`` also moves each unreadable file aside (``<name>.corrupt-<time>``).
+    ``quarantine=True`` also moves each unreadable file aside (``<name>.corrupt-<time>``). ``any_name``: records
+    under any file name count (``scan``), each config hash once (the same run saved twice is one run).
     """
-    good, bad = scan(folder, quarantine)
+    good, bad = scan(folder, quarantine, any_name)
     if bad:
         warnings.warn(describe_unreadable(folder, bad), CorruptRecordWarning, stacklevel=2)
+    if any_name:
+        seen: dict[str, dict] = {}
+        for r in good:  # the same run saved twice (by the runner and by hand) counts once
+            seen.setdefault(r["config_hash"], r)
+        good = list(seen.values())
     return good
 
 

@@ -136,6 +136,9 @@ def _matrices(raw: dict, where: str) -> list[dict]:
     """The ``[matrix]`` table, or each ``[[matrix]]`` block, checked: Experiment fields, non-empty lists without
     repeats, tables for the dict fields; ``"*"`` in ``algorithm`` expanded to every registered algorithm."""
     blocks = raw.get("matrix", {})
+    if not blocks:  # an empty file ran one cell of Experiment's defaults, named as if it were a suite
+        raise SuiteError(f"{where}: no [matrix]: a suite is [defaults] applied to every combination of its [matrix] "
+                         "lists; add one, e.g. [matrix] with seed = [0] (format: benchmark/suites/FORMAT.md)")
     blocks = blocks if isinstance(blocks, list) else [blocks]
     out = []
     for i, m in enumerate(blocks):
@@ -350,3 +353,55 @@ def select_cells(suite: Suite, only: list[str] | None) -> Suite:
         raise _no_match_error(f"--only {' '.join(only)} ({suite.name}, {len(suite.cells)} cells)", match,
                               [c.experiment.config() for c in suite.cells])
     return dataclasses.replace(suite, cells=cells)
+
+
+# --------------------------------------------------------------------------------------------------
+# A results folder holds one suite
+
+
+FOLDER_MARK = ".suite"  # which suite a results folder holds, as JSON (hidden and not *.json: not a run record)
+
+
+def folder_suite(folder: str | Path) -> dict | None:
+    """The suite a results folder holds, from its mark (``{"suite", "file", "version"}``), or None (no mark:
+    a folder of single runs, or one written before marks existed)."""
+    try:
+        mark = json.loads((Path(folder) / FOLDER_MARK).read_text())
+    except (OSError, ValueError):
+        return None
+    return mark if isinstance(mark, dict) and isinstance(mark.get("suite"), str) else None
+
+
+def bind_folder(folder: str | Path, s: Suite, write: bool = True) -> None:
+    """Check that ``folder`` may hold ``s``'s records, and mark it as ``s``'s (``write``). A folder holds one suite:
+    another suite's records there would be mixed into one leaderboard, CSV and plots, and its report overwritten,
+    so a folder marked for another suite is refused before any work."""
+    from . import store
+    from .experiment import code_version
+
+    folder = Path(folder)
+    mark = folder_suite(folder)
+    if mark is not None and mark["suite"] != s.name:
+        raise SuiteError(f"{folder} holds the records of suite {mark['suite']!r} ({mark.get('file') or 'a suite file'}), "
+                         f"not {s.name!r}: one folder holds one suite. Give suite {s.name} another --out folder (or "
+                         f"run --suite {mark.get('file') or mark['suite']} there to resume it)")
+    if not write or (mark is not None and mark.get("file") == str(s.path.resolve())):
+        return
+    try:  # an aid to readers, not a record: a folder that cannot take it is reported by the runner's own check
+        store.write_json_atomic(folder / FOLDER_MARK, {"suite": s.name, "file": str(s.path.resolve()),
+                                                       "shipped": s.path.resolve().parent == SUITES_DIR.resolve(),
+                                                       "version": code_version()["package"]})
+    except OSError:
+        pass
+
+
+def load_folder_suite(folder: str | Path) -> Suite | None:
+    """The suite a marked folder holds, loaded from the file its mark names (None: no mark, or the file is gone;
+    a shipped suite is found by name when its path moved, e.g. another checkout)."""
+    mark = folder_suite(folder)
+    if mark is None:
+        return None
+    for spec in (mark.get("file"), mark["suite"] if mark.get("shipped") else None):
+        if spec and (Path(spec).is_file() or spec in suite_names()):
+            return load_suite(spec)
+    return None

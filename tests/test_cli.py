@@ -50,7 +50,8 @@ def test_single_run_writes_record(tmp_path, capsys):
     assert rec["config"]["partition"] == "labelcnt:2" and len(rec["history"]) == 2
 
 
-def test_seeds_and_json(capsys):
+def test_seeds_and_json(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the records go to ./runs/single/<version>/
     assert main(["run", "--rounds", "1", "--seeds", "0", "1", "--json", "--no-progress"]) == 0
     recs = json.loads(capsys.readouterr().out)
     assert [r["config"]["seed"] for r in recs] == [0, 1]

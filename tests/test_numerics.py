@@ -62,7 +62,7 @@ def test_run_deterministic_reaches_single_runs_and_suite_workers_and_is_recorded
 
     before = numerics._flags()
     assert main(["run", "--rounds", "1", "--num-clients", "3", "--local-steps", "1", "--json", "--no-progress",
-                 "--deterministic"]) == 0
+                 "--deterministic", "--out", str(tmp_path / "single")]) == 0
     [rec] = json.loads(capsys.readouterr().out)
     n = rec["environment"]["numerics"]
     assert n["policy"]["deterministic"] and n["deterministic_algorithms"]

@@ -152,14 +152,17 @@ def test_a_replication_report_reaches_the_page(tmp_path):
     own.parent.mkdir(parents=True)
     own.write_text(json.dumps(rep))
     text = pages.page("lfl", res)
-    assert "Repeated on fresh seeds (the undecided claims' replication, scale cpu-rep): 1 CONTRADICTED." in text
+    [line] = [ln for ln in text.splitlines() if ln.startswith("- *") and "(`lfl.fig1a.matches_lossless`)" in ln]
+    assert "**does not hold**" in line and "does not hold at the reduced CPU scale, replicated on fresh seeds " \
+        "(`cpu-rep`)" in line and "undecided (its seed budget spent) at the reduced CPU scale (`cpu`)" in line
     row = next(ln for ln in text.splitlines() if ln.startswith("| lfl.fig1a.matches_lossless | **CONTRADICTED**"))
-    assert "| cpu-rep | 20 | decided |" in row and "-2.00 points" in row
+    assert "| `cpu-rep` (reduced, fresh seeds) | 20 | decided |" in row and "-2.00 points" in row
     assert f"From `results/claims/{v}/replication/partial/lfl/report.json`" in text
     rep["papers"][0]["claims"][0]["verdict"] = "NEGLIGIBLE"
     (res / "claims" / v / "replication" / "report.json").write_text(json.dumps(rep))
     text = pages.page("lfl", res)
-    assert "1 NEGLIGIBLE" in text and f"From `results/claims/{v}/replication/report.json`" in text
+    assert "| lfl.fig1a.matches_lossless | **NEGLIGIBLE** |" in text
+    assert f"From `results/claims/{v}/replication/report.json`" in text
     assert "Declared and not run yet" not in text
 
 
@@ -186,5 +189,91 @@ def test_a_claim_at_two_scales_keeps_each_scales_key_number():
               "claims": [claim("cpu", "CONTRADICTED", "cpu numbers"), claim("cpu4x", "NEGLIGIBLE", "4x numbers")]}
     rows = [line for line in pages.empirical_section("lfl", report, "here") if line.startswith("| x.claim")]
     assert len(rows) == 2
-    assert "**CONTRADICTED** | cpu |" in rows[0] and rows[0].endswith("| cpu numbers |")
-    assert "**NEGLIGIBLE** | cpu4x |" in rows[1] and rows[1].endswith("| 4x numbers |")
+    assert "**CONTRADICTED** | `cpu` (reduced) |" in rows[0] and rows[0].endswith("| cpu numbers |")
+    assert "**NEGLIGIBLE** | `cpu4x` (reduced, 4x compute) |" in rows[1] and rows[1].endswith("| 4x numbers |")
+
+
+# ------------------------------------------------------------------------------------------ the page's first answer
+
+
+def _opening(text: str) -> list[str]:
+    head = text[text.index("## In short"):text.index("## What the paper claims")]
+    return [ln for ln in head.splitlines() if ln.startswith("- ")]
+
+
+@pytest.mark.parametrize("paper", pages.PAPERS)
+def test_a_page_opens_with_one_sentence_per_claim_at_its_setting_and_distance(paper):
+    """One bullet per claim (its verdicts at every scale reconciled into one answer, each scale named for what it
+    is, with its distance from the paper's setting) and one for the theory, then the intervals' confidence."""
+    text = pages.page(paper, RESULTS)
+    rep = json.loads((RESULTS / "claims" / pages.newest(RESULTS / "claims", "report.json") / "report.json").read_text())
+    ids = {c["id"] for p in rep["papers"] if p["paper"] == paper for c in p["claims"]}
+    lines = _opening(text)
+    assert len(lines) == len(ids) + 1 and lines[-1].startswith("- Theory (")
+    for cid in ids:
+        [line] = [ln for ln in lines if f"(`{cid}`)" in ln]
+        assert any(f"**{w}**" in line for w in ("holds", "does not hold", "undecided")) or "**mixed" in line
+        assert " at the " in line and "(paper " in line, line  # a setting, and how far it is from the paper's
+    assert "one-sided bound at" in text and "% confidence or more" in text
+
+
+def test_verdicts_at_two_scales_are_reconciled_in_one_line():
+    """FedSWA's SCAFFOLD claim: CONTRADICTED at cpu and NEGLIGIBLE at cpu4x were counted as two of four verdicts
+    for three claims; now one line answers "does not hold" and names both scales, the second by what differs."""
+    [line] = [ln for ln in _opening(pages.page("fedswa", RESULTS)) if "moswa_beats_scaffold" in ln]
+    assert "**does not hold**" in line and "(`cpu`)" in line and "(`cpu4x`): as above but rounds 160" in line
+    assert pages.reconcile(["INCONCLUSIVE", "SUPPORTED"]) == "holds"
+    assert pages.reconcile(["CONTRADICTED", "SUPPORTED"]).startswith("mixed")
+    assert pages.reconcile(["INCONCLUSIVE"]) == "undecided"
+
+
+def test_the_paper_scale_says_it_substitutes_where_it_is_named():
+    text = pages.page("gradma", RESULTS)
+    assert "`paper` (paper's setting, substituted)" in text  # the verdict table's scale column
+    assert "### `paper`: the paper's setting with substitutions" in text
+    [line] = [ln for ln in _opening(text) if "beats_baselines" in ln]
+    assert "Fashion-MNIST (paper MNIST)" in line
+
+
+def _links(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"\]\(([^)]+)\)", text)
+
+
+@pytest.mark.parametrize("where", ["committed", "runs/papers", "elsewhere"])
+def test_no_link_leaves_the_repository_and_regenerated_pages_keep_theirs(where, tmp_path):
+    """Every link of every page is a public URL or a file of the repository that exists, wherever the pages are
+    written (``runs/papers`` and any --out folder too); no page names the working notes under ../shared/."""
+    folder = {"committed": RESULTS / "papers", "runs/papers": tmp_path / "runs" / "papers",
+              "elsewhere": tmp_path / "a" / "b" / "c"}[where]
+    paths = [folder / f"{p}.md" for p in pages.PAPERS] if where == "committed" else \
+        pages.write_pages("all", RESULTS, folder)
+    for path in paths:
+        text = path.read_text()
+        assert "../shared" not in text and "shared/papers" not in text, path
+        for target in _links(text):
+            if target.startswith(("https://", "http://")):
+                continue
+            resolved = (path.parent / target.split("#")[0]).resolve()
+            assert resolved.is_file(), f"{path.name}: link {target} does not resolve ({resolved})"
+            assert ROOT in resolved.parents, f"{path.name}: link {target} leaves the repository"
+
+
+def test_working_notes_and_outside_paths_are_left_out():
+    """Planted: a cost plan with its measurement notes, and a docstring citing the summaries beside the repository."""
+    plan = ("total: 91 runs (tuning grid points + up to 10 paired seeds per arm), 290 CPU-min at one thread per run, "
+            "about 2.4 h on this 2-core CPU with 2 workers (CPU time per run at one torch thread (load 8-10): 50-round "
+            "runs measured)")
+    assert pages.without_notes(plan) == ("total: 91 runs (tuning grid points + up to 10 paired seeds per arm), 290 "
+                                         "CPU-min at one thread per run, about 2.4 h on a 2-core CPU with 2 workers")
+    why = "the main claim on fresh seeds (0.3.0's records: 53 s per run; the cost plan, at the older measured costs, says 252)"
+    assert pages.without_notes(why) == "the main claim on fresh seeds"
+    doc = "GradMA (Luo et al., CVPR 2023). Summary: ../shared/papers/gradma.md; equations below are the paper's."
+    assert pages.in_repository(doc) == "GradMA (Luo et al., CVPR 2023)."
+    assert pages.in_repository("FedBAT's claims (../shared/papers/fedbat.md, Sec. 4) on FMNIST.") == \
+        "FedBAT's claims on FMNIST."
+    for p in pages.PAPERS:
+        text = (RESULTS / "papers" / f"{p}.md").read_text()
+        for note in ("load 8", "older measured costs", "records:", "this 2-core CPU"):
+            assert note not in text, f"{p}.md carries a working note: {note!r}"

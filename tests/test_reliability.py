@@ -113,6 +113,7 @@ def test_run_warns_when_the_machine_is_loaded(monkeypatch, capsys, tmp_path):
     rec = store.read_records(tmp_path)[0]
     assert rec["environment"]["threads"] == 1 and "(1-min load 7.5)" in rec["environment"]["threads_rule"]
     monkeypatch.setattr(plan, "machine_load", lambda: 0.5)
+    monkeypatch.chdir(tmp_path)  # the record goes to ./runs/single/<version>/
     assert main(["run", "--rounds", "1", "--no-progress"]) == 0
     assert "warning" not in capsys.readouterr().err
 

@@ -1,5 +1,8 @@
-"""The report's plots cannot mislead: a method keeps one style in every panel and figure, and every method drawn is
-in its figure's legend, also when a panel lacks a method (a diverged run) and when a suite has many methods."""
+"""The report's plots cannot mislead: a method keeps one style in every panel, figure and report (keyed by its
+name), every method drawn is in its figure's legend, also when a panel lacks a method (a diverged run) and when a
+suite has many methods (no panel draws more than 8); titles name the data, model and seeds, a band shows the
+range over seeds and the legend says so, the panels of a figure share their y range, and the bits axis says what
+it sums."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -89,17 +92,33 @@ def test_the_panel_says_which_method_it_lacks_and_why():
     assert any("fedprox (diverged)" in t.get_text() for t in ax.texts)
 
 
-def test_styles_depend_on_the_set_of_methods_and_the_headline_group_only():
+def test_a_method_has_one_style_in_every_report_keyed_by_its_name_alone():
     a = report_style.method_styles(["scaffold", "fedavg", "fedprox"])
-    assert a == report_style.method_styles(["fedprox", "scaffold", "fedavg", "fedprox"])
+    b = report_style.method_styles(["scaffold", "bherd", "gradma", "lfl", "fedavgm", "my_plugin_alg"])
+    assert a["scaffold"] == {**b["scaffold"], "slot": a["scaffold"]["slot"]}  # the same look in both reports
     assert a["fedavg"]["color"] == "black"
-    names = [f"m{i:02d}" for i in range(46)] + ["fedavg"]
-    many = report_style.method_styles(names, first=["m45", "m07"])
-    assert len({(s["color"], str(s["linestyle"]), s["marker"]) for s in many.values()}) == 47
-    assert many == report_style.method_styles(reversed(names), first=["m07", "m45"])
-    assert many["m07"]["linestyle"] == many["m45"]["linestyle"] == "-" and many["m07"]["color"] != many["m45"]["color"]
-    with pytest.raises(ValueError, match="selection"):
-        report_style.method_styles([f"m{i}" for i in range(60)])
+    # a row with arguments keeps its algorithm's colour and marker, with a broken line
+    c = report_style.method_styles(["fedavgm", "fedavgm(beta1=0.5)", "fedavgm(beta1=0.1)"])
+    assert len({c[m]["color"] for m in c}) == 1 and len({str(c[m]["linestyle"]) for m in c}) == 3
+    # 60 names of no known algorithm still get 60 distinct looks
+    many = report_style.method_styles([f"m{i:02d}" for i in range(60)])
+    assert len({(s["color"], str(s["linestyle"]), s["marker"]) for s in many.values()}) == 60
+
+
+def test_the_built_in_algorithms_have_distinct_looks_and_each_shipped_suite_distinct_colours():
+    import tomllib
+
+    import algorithms
+
+    table = report_style.STYLES
+    assert set(table) == set(algorithms.names()) - {"fedavg"}, "every built-in algorithm has its row in STYLES"
+    assert len(set(table.values())) == len(table), "two algorithms share colour and marker"
+    for path in sorted((report.committed_results().parent / "benchmark" / "suites").glob("*.toml")):
+        raw = tomllib.loads(path.read_text())
+        blocks = raw["matrix"] if isinstance(raw["matrix"], list) else [raw["matrix"]]
+        algs = {a for b in blocks for a in b.get("algorithm", [])} - {"*"}
+        colors = [report_style.method_styles(algs)[a]["color"] for a in algs]
+        assert len(set(colors)) == len(colors), f"{path.name} shows one colour twice"
 
 
 def test_many_methods_draw_a_selection_and_small_multiples_of_all(tmp_path, figures):
@@ -111,15 +130,56 @@ def test_many_methods_draw_a_selection_and_small_multiples_of_all(tmp_path, figu
     check_styles_and_legends(figures)
     by_name = {p.rsplit("/", 1)[-1]: f for p, f in figures}
     shown = {ln.get_label() for ln in _lines(by_name["accuracy_vs_rounds.png"])}
-    # FedAvg, the paper's two methods, and the 8 best others (the highest levels)
-    assert shown == {"fedavg", "gradma", "gradma_w"} | {f"base{i:02d}" for i in range(12, 20)}
-    head = [ln for ln in _lines(by_name["accuracy_vs_rounds.png"]) if ln.get_label() != "fedavg"]
-    assert {ln.get_linestyle() for ln in head} == {"-"} and len({_style(ln)[0] for ln in head}) == 10
+    # FedAvg, the paper's two methods, and the 5 best others (the highest levels): 8 lines
+    assert shown == {"fedavg", "gradma", "gradma_w"} | {f"base{i:02d}" for i in range(15, 20)}
     assert "every method in accuracy_vs_rounds_all.png" in by_name["accuracy_vs_rounds.png"]._suptitle.get_text()
     every = {ln.get_label() for ln in _lines(by_name["accuracy_vs_rounds_all.png"])}
     assert every == set(algs)
-    assert all(len({ln.get_label() for ln in ax.get_lines()}) <= report_plots.MAX_LINES + 1
-               for ax in by_name["accuracy_vs_rounds_all.png"].axes)
+    for fig in by_name.values():  # no panel draws more than 8 methods
+        assert all(len({ln.get_label() for ln in ax.get_lines()}) <= 8 for ax in fig.axes)
+
+
+def _seeded(seeds=(0, 1, 2), partitions=("iid", "dirichlet:0.3")):
+    recs = []
+    for a in ("fedavg", "scaffold"):
+        for p in partitions:
+            for s in seeds:
+                r = _rec(a, p, seed=s, level=0.3 + 0.05 * s + (0.2 if p == "iid" else 0.0))
+                r["config_hash"] += f"-{s}"
+                recs.append(r)
+    return recs
+
+
+def test_titles_name_dataset_model_and_seeds_and_the_band_is_the_range_over_seeds():
+    figs = report_plots.curve_figures(_seeded(), title="mine (0.3.0)")
+    fig = figs["accuracy_vs_rounds.png"]
+    title = fig._suptitle.get_text()
+    assert title.startswith("mine (0.3.0): test accuracy by communication round") and "digits, logreg, 3 seeds" in title
+    [legend] = fig.legends
+    assert legend.get_title().get_text() == "line: mean over seeds; band: min to max over seeds"
+    ax = fig.axes[0]
+    bands = [c for c in ax.collections if len(c.get_paths())]
+    assert len(bands) == 2, "one band per method drawn"
+    lo, hi = bands[0].get_paths()[0].vertices[:, 1].min(), bands[0].get_paths()[0].vertices[:, 1].max()
+    line = next(ln for ln in ax.get_lines() if ln.get_label() == "fedavg")
+    assert lo < min(line.get_ydata()) and hi > max(line.get_ydata()), "the band spans the seeds around the mean"
+    assert len({a.get_ylim() for a in fig.axes if a.get_lines()}) == 1, "panels of a figure share one y range"
+    bits = figs["accuracy_vs_uplink_bits.png"].axes[0].get_xlabel()
+    assert "uplink bits" in bits and "summed over the clients sampled each round" in bits
+    one = report_plots.curve_figures(_seeded(seeds=(0,)))["accuracy_vs_rounds.png"]
+    assert one.legends[0].get_title().get_text() == "one seed per method: no spread to show"
+    assert not any(len(c.get_paths()) for a in one.axes for c in a.collections)
+
+
+def test_a_panel_says_its_dataset_model_and_seeds_where_they_differ_between_panels():
+    recs = _seeded(partitions=("iid",)) + [dict(r, config={**r["config"], "dataset": "fmnist", "model": "mlp"})
+                                           for r in _seeded(seeds=(0, 1), partitions=("iid",))]
+    for i, r in enumerate(recs):
+        r["config_hash"] += f"-{i}"
+    fig = report_plots.curve_figures(recs)["accuracy_vs_rounds.png"]
+    titles = sorted(a.get_title() for a in fig.axes if a.get_lines())
+    assert titles == ["digits\nlogreg, 3 seeds per method", "fmnist\nmlp, 2 seeds per method"]
+    assert "2 to 3 seeds per method" in fig._suptitle.get_text()
 
 
 def test_one_panel_with_seven_methods_keeps_its_legend_inside_the_figure(tmp_path, figures):
@@ -131,14 +191,14 @@ def test_one_panel_with_seven_methods_keeps_its_legend_inside_the_figure(tmp_pat
 
 def test_a_panel_that_none_of_the_shown_methods_ran_in_says_so():
     """The matrix's synthetic/mlp cells run other methods than the headline's: their panels were blank. Here the
-    headline shows FedAvg, GradMA, GradMA-W and the 8 best others (iid only); labelcnt:2 ran the 4 worst only."""
+    headline shows FedAvg, GradMA, GradMA-W and the 5 best others (iid only); labelcnt:2 ran the 4 worst only."""
     recs = [_rec(a, "iid", level=0.3 + 0.01 * i) for i, a in enumerate(["fedavg", "gradma", "gradma_w"])]
     recs += [_rec(f"base{i:02d}", "iid", level=0.6) for i in range(8)]
     recs += [_rec(f"base{i:02d}", "labelcnt:2", level=0.1) for i in range(8, 12)]
     figs = report_plots.curve_figures(recs, paper="gradma")
     ax = next(a for a in figs["accuracy_vs_rounds.png"].axes if a.get_title() == "labelcnt:2")
     assert ax.get_lines() == []
-    assert any("none of these 11 methods ran in this cell" in t.get_text() and "4 others did: see the _all figure"
+    assert any("none of these 8 methods ran in this cell" in t.get_text() and "4 others did: see the _all figure"
                in t.get_text() for t in ax.texts), [t.get_text() for t in ax.texts]
     texts = [t.get_text() for a in figs["accuracy_vs_rounds_all.png"].axes for t in a.texts]  # the _all figure itself
     assert texts and not any("_all figure" in t for t in texts), texts  # never points to itself

@@ -20,6 +20,7 @@ A page is generated from what is committed, and nothing else, so that regenerati
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -86,23 +87,176 @@ def _replication_claims(replication: tuple | None, paper: str) -> list[dict]:
     return [c for p in _replication_blocks(replication, paper) for c in p["claims"]]
 
 
-def short_answer(paper: str, claims_report: dict | None, theory_report: dict | None,
-                 replication: tuple | None = None) -> list[str]:
-    emp = [(c["verdict"], c.get("scale", p["scale"].get("scale"))) for p in (claims_report or {}).get("papers", [])
-           if p.get("paper") == paper for c in p["claims"]]
-    theo = [c["verdict"] for c in (theory_report or {}).get("claims", []) if c.get("paper") == paper]
-    scales = sorted({s for _, s in emp})
-    where = ""
-    if scales and "full" not in scales:
-        how = ("the paper scale is the paper's setting but for the reductions listed below" if "paper" in scales
-               else "none at the paper's full setting")
-        where = f" (scale {', '.join(scales)}; {how})"
-    rep = _replication_claims(replication, paper)
-    again = (f" Repeated on fresh seeds (the undecided claims' replication, scale "
-             f"{', '.join(sorted({c['scale'] for c in rep}))}): " + _counts(c["verdict"] for c in rep) + "."
-             ) if rep else ""
-    return ["**In short.** Empirical claims: " + _counts(v for v, _ in emp) + where + "." + again + " Theory checks: "
-            + _counts(theo) + ". Details, deviations and how to reproduce below.", ""]
+# ------------------------------------------------------------------------------------------------ the opening
+
+
+#: what each scale of the claims code is, in words (its name alone, "paper", read as the paper's setting, which
+#: it is not: the datasets and metrics it substitutes are in its distance); a replication's name ends in "-rep"
+SCALE_WORDS = {"cpu": "the reduced CPU scale", "cpu4x": "the reduced CPU scale with 4x the compute per run",
+               "paper": "the paper's setting with substitutions", "full": "the paper's full setting"}
+SCALE_TAGS = {"cpu": "reduced", "cpu4x": "reduced, 4x compute", "paper": "paper's setting, substituted",
+              "full": "paper's full setting"}
+#: a verdict in the opening's words (a verdict this table does not know is shown as it is)
+VERDICT_WORDS = {"SUPPORTED": "holds", "CONTRADICTED": "does not hold",
+                 "NEGLIGIBLE": "does not hold (the effect is shown smaller than the smallest that matters)",
+                 "INCONCLUSIVE": "undecided (its seed budget spent)"}
+NOT_A_SETTING = ("seeds", "tuning", "learning rate")  # reductions of the protocol, not of the setting
+
+
+def scale_words(name: str | None) -> str:
+    """``cpu`` -> "the reduced CPU scale (`cpu`)"; a replication, "... replicated on fresh seeds"."""
+    if not name:
+        return "an unnamed scale"
+    base, rep = (name[:-4], True) if name.endswith("-rep") else (name, False)
+    return (SCALE_WORDS.get(base, f"the {base} scale") + (", replicated on fresh seeds" if rep else "")
+            + f" (`{name}`)")
+
+
+def scale_tag(name: str | None) -> str:
+    """A table's scale cell: its name and what it is, "`cpu` (reduced)"."""
+    if not name:
+        return ""
+    base, rep = (name[:-4], True) if name.endswith("-rep") else (name, False)
+    return f"`{name}` ({SCALE_TAGS.get(base, base)}{', fresh seeds' if rep else ''})"
+
+
+def _groups(text: str) -> list[tuple[int, int]]:
+    """The (start, end) of every top-level parenthesised group of ``text`` (nested ones inside)."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            start, depth = (i if depth == 0 else start), depth + 1
+        elif ch == ")" and depth:
+            depth -= 1
+            if depth == 0:
+                out.append((start, i + 1))
+    return out
+
+
+def _without(text: str, keep=lambda group: False) -> str:
+    """``text`` without its top-level parenthesised groups (those for which ``keep`` holds stay)."""
+    for a, b in reversed(_groups(text)):
+        if not keep(text[a:b]):
+            text = text[:a].rstrip() + text[b:]
+    return " ".join(text.split())
+
+
+def _first(text: str) -> str:
+    """A value's first clause, asides left out: "ResNet-18 (GroupNorm), 11.2M parameters" -> "ResNet-18"."""
+    return re.split(r"[,;] ", _without(text))[0].strip()
+
+
+def distance_parts(reductions: list[str]) -> list[str]:
+    """How far a scale is from the paper's setting: each reduction of the setting (not of the protocol: seeds,
+    tuning) as "here (paper there)", its first clause only; datasets and models without their label."""
+    parts = []
+    for line in reductions:
+        what, _, rest = line.partition(": paper ")
+        paper, _, here = rest.partition(", here ")
+        what = _without(what)
+        if not here or what in NOT_A_SETTING:
+            continue
+        label = "" if what in ("dataset", "model") else f"{what.split(' ')[0]}: " if what.startswith("metric") \
+            else f"{what} "
+        parts.append(f"{label}{_first(here)} (paper {_first(paper)})")
+    return parts
+
+
+def distance(reductions: list[str]) -> str:
+    return ", ".join(distance_parts(reductions)) or "the paper's setting"
+
+
+def _claim_rows(paper: str, claims_report: dict | None, replication: tuple | None) -> dict:
+    """{claim id: [(verdict, scale, its reductions)]} of the first stage and of the replication, in report order."""
+    rows: dict[str, list] = {}
+    blocks = [p for p in (claims_report or {}).get("papers", []) if p.get("paper") == paper]
+    for p in blocks + _replication_blocks(replication, paper):
+        for c in p["claims"]:
+            rows.setdefault(c["id"], []).append((c["verdict"], c.get("scale", p["scale"].get("scale")),
+                                                 p["scale"].get("reductions"), c.get("statement") or c["id"]))
+    return rows
+
+
+def reconcile(verdicts: list[str]) -> str:
+    """One answer from a claim's verdicts at its scales: the same at every scale, or the decided ones where the
+    others stayed undecided, or "mixed" when decided scales disagree."""
+    decided = {v for v in verdicts if v != "INCONCLUSIVE"}
+    if not decided:
+        return "undecided"
+    if decided <= {"SUPPORTED"}:
+        return "holds"
+    if "SUPPORTED" not in decided and decided <= {"CONTRADICTED", "NEGLIGIBLE"}:
+        return "does not hold"
+    return "mixed: it holds at one scale and not at another"
+
+
+def claim_sentence(cid: str, rows: list[tuple]) -> str:
+    """One sentence: the claim, its verdicts at every scale reconciled into one answer, then each scale's verdict,
+    setting and distance from the paper's setting (a later scale: only where it differs from the first)."""
+    first = re.split(r"(?<=[.:])\s", rows[0][3])[0].rstrip(".:")
+    at, base = [], None
+    for verdict, scale, reductions, _ in rows:
+        parts = None if reductions is None else distance_parts(reductions)
+        if parts is None:
+            where = "its distance from the paper's setting is not recorded"
+        elif base is None:
+            base, where = parts, ", ".join(parts) or "the paper's setting"
+        else:
+            other = [x for x in parts if x not in base]
+            where = "as above" + (" but " + ", ".join(other) if other else "")
+        at.append(f"{VERDICT_WORDS.get(verdict, verdict.lower())} at {scale_words(scale)}: {where}")
+    return f"- *{first}* (`{cid}`): **{reconcile([r[0] for r in rows])}**; " + "; ".join(at) + "."
+
+
+THEORY_WORDS = {"HOLDS": "hold", "VIOLATED": "violated", "INCONCLUSIVE": "inconclusive",
+                "UNINFORMATIVE": "uninformative (an algorithm that never moves passes too)"}
+
+
+def theory_sentence(paper: str, theory_report: dict | None) -> str:
+    """The theory checks in one sentence: how many hold, and which do not (by name)."""
+    claims = [c for c in (theory_report or {}).get("claims", []) if c.get("paper") == paper]
+    if not claims:
+        return "- Theory: no numerical check of this paper's theorems yet."
+    by: dict[str, list] = {}
+    for c in claims:
+        by.setdefault(c["verdict"], []).append(c["id"].split(".", 1)[-1])
+    rate = max((c.get("false_alarm") or 0.0) for c in claims)
+    parts = [f"{len(v)} {THEORY_WORDS.get(k, k.lower())}" + ("" if k == "HOLDS" else f": {', '.join(v)}")
+             for k, v in sorted(by.items(), key=lambda kv: (kv[0] != "HOLDS", kv[0]))]
+    derived = sum(c.get("kind") == "derived" for c in claims)
+    what = "the paper's statements" + (f" ({derived} of them derived from its results)" if derived else "")
+    return (f"- Theory ({len(claims)} numerical checks of {what}, each with a false-alarm rate of at most {rate:g}): "
+            + "; ".join(parts) + ".")
+
+
+def confidence_sentence(paper: str, claims_report: dict | None, replication: tuple | None) -> str:
+    """The confidence of the intervals the page shows, from the levels the claims report recorded."""
+    levels = [lv for p in [q for q in (claims_report or {}).get("papers", []) if q.get("paper") == paper]
+              + _replication_blocks(replication, paper) for c in p["claims"] for x in c.get("comparisons", [])
+              for k, lv in (x.get("levels") or {}).items() if k in ("SUPPORTED", "CONTRADICTED")]
+    alpha = ((claims_report or {}).get("method") or {}).get("alpha")
+    if not levels:
+        return ""
+    conf = 1 - max(levels)
+    return (f"Intervals in brackets below are repeated confidence intervals of the mean paired difference: each end "
+            f"is a one-sided bound at {100 * conf:.3g}% confidence or more (Holm's level of its claim"
+            + (f", at most {alpha:g} per paper for each kind of wrong verdict" if alpha else "")
+            + "), valid at whichever look its seeds stopped; the two ends together cover the difference with at least "
+            f"{100 * (2 * conf - 1):.3g}% confidence.")
+
+
+def opening(paper: str, claims_report: dict | None, theory_report: dict | None,
+            replication: tuple | None = None) -> list[str]:
+    """The page's answer first: one sentence per empirical claim (its verdicts at every scale reconciled, each with
+    its setting and its distance from the paper's), one for the theory checks, and the intervals' confidence."""
+    rows = _claim_rows(paper, claims_report, replication)
+    md = ["## In short", ""]
+    if not rows:
+        md += ["- Empirical claims: no claims report for this paper yet."]
+    md += [claim_sentence(cid, r) for cid, r in rows.items()]
+    md += [theory_sentence(paper, theory_report), ""]
+    conf = confidence_sentence(paper, claims_report, replication)
+    return md + ([conf, ""] if conf else []) + ["Details, deviations and how to reproduce below.", ""]
 
 
 def seeds_used(c: dict) -> int:
@@ -157,7 +311,8 @@ def replication_section(paper: str, replication: tuple | None) -> list[str]:
     if not rep:
         return md
     keys = {(c["id"], c.get("scale")): c.get("key_number", "") for c in replication[1].get("claims", [])}
-    rows = [[c["id"], f"**{c['verdict']}**", c["scale"], seeds_used(c), stop_reason(c), keys.get((c["id"], c["scale"]), "")]
+    rows = [[c["id"], f"**{c['verdict']}**", scale_tag(c["scale"]), seeds_used(c), stop_reason(c),
+             keys.get((c["id"], c["scale"]), "")]
             for c in rep]
     return md + [f"From `{replication[0]}`:", ""] + _table(
         ["claim", "verdict", "scale", "seeds", "why it stopped", "key number"], rows) + [""] + diverged_lines(rep)
@@ -203,7 +358,7 @@ def empirical_section(paper: str, claims_report: dict | None, where: str,
     for p in blocks:
         for c in p["claims"]:
             scale = c.get("scale", p["scale"].get("scale"))
-            rows.append([c["id"], c["statement"], f"**{c['verdict']}**", scale, seeds_used(c), stop_reason(c),
+            rows.append([c["id"], c["statement"], f"**{c['verdict']}**", scale_tag(scale), seeds_used(c), stop_reason(c),
                          keys.get((c["id"], scale), "")])
     md += _table(["claim", "tested", "verdict", "scale", "seeds", "why it stopped", "key number"], rows) + [""]
     md += error_lines(paper, claims_report, blocks, replication)
@@ -220,7 +375,8 @@ def empirical_section(paper: str, claims_report: dict | None, where: str,
                            for x, y in zip(c["comparisons"], comp["comparisons"])) + ".", ""]
     for p in blocks:
         sc = p["scale"]
-        md += [f"Scale **{sc.get('scale')}** of this report: kept from the paper: " + "; ".join(sc.get("kept", []))
+        md += [f"Scale **{sc.get('scale')}**, {scale_words(sc.get('scale')).rsplit(' (', 1)[0]}: kept from the paper: "
+               + "; ".join(sc.get("kept", []))
                + ".", "", "Reductions (paper -> here): " + "; ".join(sc.get("reductions", [])) + ".", ""]
     return md + replication_section(paper, replication)
 
@@ -299,7 +455,9 @@ def scales_section(paper: str) -> list[str]:
     for sc in paper_scales(mod) + paper_scales(mod, "replication"):
         d = sc.describe()
         only = ", ".join(d["only"]) if d["only"] else "all claims"
-        md += [f"### `{d['scale']}` ({only})", "", d["why"] or "", ""]
+        why = without_notes(d["why"] or "")
+        md += [f"### `{d['scale']}`: {scale_words(d['scale']).rsplit(' (', 1)[0]} ({only})", "", why[:1].upper() + why[1:],
+               ""]
         if d.get("replication"):
             r = d["replication"]
             md += [f"A replication of `{r['replicates']}` (`fedrepro claims --scale replication --paper {paper}`): "
@@ -309,8 +467,21 @@ def scales_section(paper: str) -> list[str]:
             md += ["Metric: " + "; ".join(f"`{a}` measured by `{b}`" for a, b in d["metrics"].items()) + ".", ""]
         md += ["Reductions (paper -> here):", ""] + [f"- {r}" for r in d["reductions"]] + [""]
         if d.get("plan"):
-            md += ["Plan: " + d["plan"][-1] + ".", ""]
+            md += ["Plan: " + without_notes(d["plan"][-1]) + " (`fedrepro claims --paper " + paper
+                   + " --dry-run` lists each arm's cost per run).", ""]
     return md
+
+
+#: an aside in the claims code's texts that is a working note (how a cost was measured, on which load, from which
+#: records), not something a reader of the page needs: left out of the page
+NOTE_MARKS = ("records:", "measured", "load ", "probe", "extrapolated", "CPU time per run")
+
+
+def without_notes(text: str) -> str:
+    """``text`` without the parenthesised asides that are working notes (``NOTE_MARKS``), and without the
+    development machine ("this 2-core CPU")."""
+    text = _without(text, keep=lambda group: not any(m in group for m in NOTE_MARKS))
+    return text.replace("on this 2-core CPU", "on a 2-core CPU")
 
 
 # ------------------------------------------------------------------------------------------------ leaderboards
@@ -326,7 +497,15 @@ def leaderboard_table(text: str) -> list[str]:
     return lines[start:end]
 
 
-def leaderboards_section(paper: str, results: Path) -> list[str]:
+def link(target: Path, out: Path | None) -> str:
+    """A relative link from a page written into ``out`` (default: the committed ``results/papers``) to ``target``:
+    pages regenerated elsewhere (``runs/papers``, ``--out DIR``) keep links that resolve."""
+    if out is None:
+        return "../" + "/".join(Path(target).parts[-3:])
+    return Path(os.path.relpath(Path(target).resolve(), Path(out).resolve())).as_posix()
+
+
+def leaderboards_section(paper: str, results: Path, out: Path | None = None) -> list[str]:
     from benchmark import runner
 
     md = ["## Leaderboards beside the paper's numbers", ""]
@@ -344,7 +523,8 @@ def leaderboards_section(paper: str, results: Path) -> list[str]:
                    ("The paper's own setting: the paper's numbers are comparable." if comparable else
                     "A reduced setting: the paper's numbers, where shown, are for orientation only; a reduced run "
                     "is not expected to reach them."),
-                   f"From [results/{name}/{v}/leaderboard.md](../{name}/{v}/leaderboard.md):", ""]
+                   f"From [results/{name}/{v}/leaderboard.md]({link(results / name / v / 'leaderboard.md', out)}):",
+                   ""]
             md += leaderboard_table((results / name / v / "leaderboard.md").read_text()) + [""]
     return md
 
@@ -382,6 +562,16 @@ def gpu_section(paper: str) -> list[str]:
 # ------------------------------------------------------------------------------------------------ page
 
 
+OUTSIDE = "../shared/"  # the project's working notes beside the repository: never named on a page
+
+
+def in_repository(text: str) -> str:
+    """``text`` without references to files outside the repository (the paper summaries under ``../shared/`` that
+    the algorithms' docstrings cite): an aside naming one is dropped, and so is a sentence naming one."""
+    text = _without(text, keep=lambda group: OUTSIDE not in group)
+    return " ".join(x for x in re.split(r"(?<=\.)\s+", text) if OUTSIDE not in x)
+
+
 def implementation_section(paper: str) -> list[str]:
     import algorithms
 
@@ -393,7 +583,7 @@ def implementation_section(paper: str) -> list[str]:
         module_doc = sys.modules[cls.__module__].__doc__
         own_file = getattr(cls, "algorithm", cls).__module__ != cls.__module__  # a configuration in its own module
         doc = ((module_doc if own_file else None) or cls.__doc__ or module_doc or "").strip()
-        first = " ".join(doc.split("\n\n")[0].split())
+        first = in_repository(" ".join(doc.split("\n\n")[0].split()))
         rows.append([f"`{name}`", f"`{cls.__module__.replace('.', '/')}.py`", first])
     md += _table(["algorithm", "module", "what (its docstring; the equations and choices are there)"], rows) + [""]
     md += ["### Deviations from the paper", ""] + [f"- {x}" for x in n["from_paper"]] + [""]
@@ -407,8 +597,9 @@ def implementation_section(paper: str) -> list[str]:
 
 
 def page(paper: str, results: Path, theory_version: str | None = None,
-         claims_version: str | None = None) -> str:
-    """The markdown page of ``paper`` from the committed results under ``results``."""
+         claims_version: str | None = None, out: Path | None = None) -> str:
+    """The markdown page of ``paper`` from the committed results under ``results``, its links relative to the
+    folder ``out`` it is written into."""
     if paper not in NOTES:
         raise ValueError(f"unknown paper {paper!r}; papers with a page: {', '.join(PAPERS)}")
     n = NOTES[paper]
@@ -420,7 +611,7 @@ def page(paper: str, results: Path, theory_version: str | None = None,
     md = [f"# {n['title']} ({n['cite']})", "",
           f"Does the algorithm do what the paper says? This page is generated by `fedrepro report --paper {paper} --publish` "
           f"from the committed results (theory {tv or '-'}, empirical claims {cv or '-'}); do not edit it by hand.",
-          ""] + short_answer(paper, claims, theory, replication) + ["## What the paper claims", ""] + [
+          ""] + opening(paper, claims, theory, replication) + ["## What the paper claims", ""] + [
               f"- {c}" for c in n["claims"]] + [""]
     noise = f"results/claims/{cv}/tuning-noise.md"
     md += empirical_section(paper, claims, f"results/claims/{cv}/report.json", replication,
@@ -428,7 +619,7 @@ def page(paper: str, results: Path, theory_version: str | None = None,
     md += theory_section(paper, theory, f"results/theory/{tv}/report.json")
     md += implementation_section(paper)
     md += scales_section(paper)
-    md += leaderboards_section(paper, results)
+    md += leaderboards_section(paper, results, out)
     md += gpu_section(paper)
     return "\n".join(md).rstrip() + "\n"
 
@@ -438,7 +629,7 @@ def write_pages(papers, results="results", out: str | None = None) -> list[Path]
     results = Path(results)
     names = list(PAPERS) if papers in ("all", ["all"], ("all",)) else [papers] if isinstance(papers, str) else papers
     folder = Path(out) if out else results / "papers"
-    texts = {p: page(p, results) for p in names}  # an unknown paper fails before anything is written
+    texts = {p: page(p, results, out=folder) for p in names}  # an unknown paper fails before anything is written
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for p, text in texts.items():

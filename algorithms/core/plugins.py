@@ -26,11 +26,13 @@ a long-lived session); the experiments of its algorithms then have another confi
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import importlib
 import importlib.metadata
 import os
+import re
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -233,11 +235,49 @@ def load(spec: str, base: str | os.PathLike | None = None, propagate: bool = Tru
                           f"{type(e).__name__}: {e}") from e
     finally:
         _LOADING.discard(key)
+    what = f"plugin file {path}" if path is not None else f"plugin module {spec!r}"
+    try:
+        check_registered(what, added(before), module)
+    except PluginError:
+        rollback(before, module if path is not None else None)
+        raise
     plugin = Plugin(key, origin, sha, module, added(before))
     _PLUGINS[key] = plugin
     if propagate:
         _propagate(key)
     return plugin
+
+
+NAME = re.compile(r"[a-z][a-z0-9_]*")  # registry names: the papers' names in lowercase, ``_`` for variants
+
+
+def check_registered(what: str, names: dict[str, list], module: str | None) -> None:
+    """What a plugin registered, checked when it loads (not when a run first uses it): at least one algorithm or
+    transform (a file that registers nothing was named by mistake, or forgot ``@register``); lowercase registry
+    names (DESIGN.md, "Names"); and every field its algorithms' server optimizers read (``optim.ServerSGD`` reads
+    ``eta_g``) declared in their ``Hyper``."""
+    if not any(names.values()):
+        if module and any(getattr(e, "__module__", "") == module for t in _TRACKED.values()
+                          for e in t.entries.values()):
+            return  # a module imported before (an entry point's): its names are registered already
+        raise PluginError(f"{what} registers nothing: decorate its Algorithm subclass with @register (from algorithms "
+                          "import register) or its Transform with @register_operator, and give it a new name")
+    for kind, added_names in names.items():
+        for n in added_names:
+            if not NAME.fullmatch(n):
+                raise PluginError(f"{what} registers the {kind[:-1]} {n!r}: registry names are lowercase letters, "
+                                  f"digits and _ (e.g. {re.sub(r'[^a-z0-9_]', '_', n.lower())!r}); rename it")
+    for n in names.get("algorithms", []):
+        cls = _TRACKED["algorithms"].entries[n]
+        opt = getattr(cls, "server_optimizer", None)
+        needed = [f.name for f in dataclasses.fields(opt)] if dataclasses.is_dataclass(opt) else []
+        have = {f.name for f in dataclasses.fields(cls.Hyper)} if dataclasses.is_dataclass(cls.Hyper) else set()
+        missing = [f for f in needed if f not in have]
+        if missing:
+            raise PluginError(f"{what}: algorithm {n!r} steps with server_optimizer = {opt.__name__}, which reads "
+                              f"{', '.join(missing)} from the hyperparameters, but its Hyper has no such field: add "
+                              f"{' and '.join(missing)} to Hyper (e.g. eta_g: float = param(1.0, POSITIVE)), or set "
+                              "server_optimizer = None and write the server step")
 
 
 def _import_module(spec: str) -> ModuleType:

@@ -141,6 +141,12 @@ def experiments_from_args(a) -> tuple[list, bool]:
         if name in DICT_FIELDS:
             v = parse_kv(v, "--" + name.replace("_", "-"))
         given[name] = v
+    if a.local_steps is not None and a.local_epochs is not None:
+        raise ValueError(f"--local-steps {a.local_steps} and --local-epochs {a.local_epochs} are both given: "
+                         "local steps replace local epochs, give one of them")
+    if a.seed is not None and a.seeds is not None:
+        raise ValueError(f"--seed {a.seed} and --seeds {' '.join(map(str, a.seeds))} are both given: one run is "
+                         "--seed S, several are --seeds S1 S2 ...; give one of them")
     if a.local_steps is not None:
         given["local_epochs"] = None
     if given.get("divergence_factor") == "none":

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import compare, report, runner, suite
+from .. import compare, report, runner, status, store, suite
 from . import args
 
 
@@ -44,14 +44,37 @@ def report_paper(a) -> int:
 
 
 def report_folder(a) -> int:
-    """``fedrepro report FOLDER``: the records in FOLDER alone, no suite file."""
-    return _written(report.write_records_report(Path(a.folder)))
+    """``fedrepro report FOLDER``: every folder of run records in FOLDER and below it (``runs/``: each suite's
+    ``<suite>/<version>/``, the single runs, ``--out`` folders), each reported with its suite where the folder
+    names one (its mark, or a shipped suite's place) and from its records alone otherwise."""
+    # a folder whose *.json files are none of them run records (bench results, asv) is not a folder of records
+    folders = [f for f in store.record_folders(Path(a.folder)) if store.holds_a_record(f)]
+    if not folders:
+        raise ValueError(f"no run records (*.json) in {a.folder} or in its folders ({', '.join(store.NOT_WALKED)} "
+                         "are not searched: they have reports of their own)")
+    for i, folder in enumerate(folders):
+        s = status.suite_of(folder)
+        _written(report.write_report(s, folder) if s is not None else report.write_records_report(folder))
+        if i < len(folders) - 1:
+            print()
+    return 0
 
 
 def report_suite(a) -> int:
-    """``--suite NAME``: the suite's records under the results root."""
-    s = suite.load_suite(a.suite)
+    """``--suite NAME``: the suite's records under the results root (a suite run from a file: by its name too,
+    through the mark its folder keeps)."""
     root = args.results_root(a)
+    try:
+        s = suite.load_suite(a.suite)
+    except suite.SuiteError:
+        folder = runner.results_dir(root, a.suite, a.version)
+        s = suite.load_folder_suite(folder)
+        if s is None:
+            if folder.is_dir():
+                raise suite.SuiteError(f"unknown suite {a.suite!r}, and its suite file is gone; {folder} holds its "
+                                       f"records: `fedrepro report {folder}` reports them from the records alone") \
+                    from None
+            raise
     folder = runner.results_dir(root, s.name, a.version)
     if not folder.is_dir():
         raise FileNotFoundError(f"no results in {folder}; run `fedrepro run --suite {a.suite}` first"

@@ -7,23 +7,24 @@ import json
 import sys
 from pathlib import Path
 
-from .. import cost, numerics, plan, report, runner, store, suite
+from .. import cost, numerics, plan, report, runner, status, store, suite
 from ..plan import load_warning
 from . import args
 from .errors import resume_hint
 
 DEFAULT_SUITE = "smoke"
+SINGLE = status.SINGLE_RUNS  # where single runs write their records without --out: RESULTS/single/<version>/
 
 
 def add_parser(sub) -> None:
     r = sub.add_parser(
-        "run", help="run experiments (no flags: the smoke suite, offline, a minute or two on a CPU)",
+        "run", help="run experiments (no flags: the smoke suite, offline, about a minute on a CPU)",
         description=f"Plain `fedrepro run`, with no experiment flag, runs the {DEFAULT_SUITE} suite: 27 cells (9 "
                     "algorithms x 3 partitions of scikit-learn's digits, 1 seed, 30 rounds, logistic regression), "
-                    "offline on the CPU in a minute or two, and prints its leaderboard; its records, leaderboard, "
+                    "offline on the CPU in about a minute, and prints its leaderboard; its records, leaderboard, "
                     f"runs.csv and plots go to ./{args.RUNS_DIR}/{DEFAULT_SUITE}/<version>/. With experiment flags it "
-                    "runs one experiment per seed (records with --out); with --suite, a suite (--out DIR: its records "
-                    "and report in DIR itself).")
+                    f"runs one experiment per seed, a record each in ./{args.RUNS_DIR}/{SINGLE}/<version>/ (--out DIR: "
+                    "in DIR); with --suite, a suite (--out DIR: its records and report in DIR itself).")
     args.experiment_flags(r)
     r.add_argument("--suite", help="a shipped suite by name (see `fedrepro list suites`), or the path of a suite file "
                                    "(e.g. my_suites/grid.toml; format: benchmark/suites/FORMAT.md)")
@@ -32,7 +33,8 @@ def add_parser(sub) -> None:
                    help="parallel workers for --backend process: an integer >= 1, or auto (default: one per free "
                         "core, at most one per CPU)")
     r.add_argument("--address", help="Ray cluster address for --backend ray (default: start a local Ray)")
-    args.results_flags(r, "a suite's records and reports go to DIR/<suite>/<version>/")
+    args.results_flags(r, f"a suite's records and reports go to DIR/<suite>/<version>/, single runs' records to "
+                          f"DIR/{SINGLE}/<version>/")
     r.add_argument("--out", help="single runs: write each run record as OUT/<config_hash>.json; a suite (and plain "
                    "`fedrepro run`): its records, leaderboard, runs.csv and plots go to OUT itself instead of "
                    "RESULTS/<suite>/<version>/ (rerun with the same --out to resume). A folder, checked writable "
@@ -75,7 +77,7 @@ def cmd_run(a) -> int:
     exps, any_flag = args.experiments_from_args(a)
     if not any_flag:
         print(f"fedrepro run: no experiment flags, so the offline default: the {DEFAULT_SUITE} suite (scikit-learn "
-              "digits, CPU, a minute or two). `fedrepro run --help` shows how to run your own.", file=sys.stderr)
+              "digits, CPU, about a minute). `fedrepro run --help` shows how to run your own.", file=sys.stderr)
         a.suite = DEFAULT_SUITE
         return main_dry_run(a) if a.dry_run else main_run_suite(a)
     if a.dry_run:
@@ -90,9 +92,24 @@ def policy(a) -> numerics.Numerics | None:
     return numerics.Numerics(deterministic=True) if getattr(a, "deterministic", False) else None
 
 
-def _checked_run(a, exps: list) -> int:
+def single_folder(a) -> Path:
+    """Where ``fedrepro run``'s single runs write their records: ``--out DIR``, else ``<results>/single/<version>/``
+    (./runs by default, as every command's results: a record for every run)."""
     if a.out:
-        store.check_writable_folder(a.out, "--out")  # before any training: no run is lost to a bad --out
+        if a.results or a.publish:
+            raise ValueError(f"--out {a.out} holds the records itself, while --results/--publish put them in "
+                             f"RESULTS/{SINGLE}/<version>/: give one of them, not both")
+        return Path(a.out)
+    if a.publish:
+        raise ValueError("--publish regenerates a committed report; single runs are not committed: give --out DIR "
+                         "or --results DIR for their records")
+    return runner.results_dir(args.results_root(a), SINGLE)
+
+
+def _checked_run(a, exps: list) -> int:
+    what = "--out" if a.out else "results folder"
+    a.out = str(single_folder(a))
+    store.check_writable_folder(a.out, what)  # before any training: no run is lost to a bad folder
     for exp in exps:  # every run is checked before the first one starts
         try:
             exp.validate()
@@ -113,21 +130,18 @@ def _run_experiments(a, exps: list) -> int:
     def interrupted() -> str:
         if rows:
             print(tabulate(rows, headers=HEADERS, tablefmt="github"))
-        return f"{len(results)} of {len(exps)} runs finished" + (f" (their records are in {a.out})"
-                                                                 if a.out and results else "")
+        return f"{len(results)} of {len(exps)} runs finished" + (f" (their records are in {a.out})" if results else "")
 
     resume_hint(a, interrupted)
     for exp in exps:
         res = run(exp, progress=not a.no_progress, threads=threads)
         results.append(res)
         rows.append(_row(res))
-        if a.out:
-            path, why = res.save(a.out)
-            if why:
-                print(f"fedrepro: could not write the record to {a.out} ({why}); it is saved in {path}",
-                      file=sys.stderr)
-            else:
-                print(f"wrote {path}", file=sys.stderr)
+        path, why = res.save(a.out)
+        if why:
+            print(f"fedrepro: could not write the record to {a.out} ({why}); it is saved in {path}", file=sys.stderr)
+        else:
+            print(f"wrote {path}", file=sys.stderr)
     if a.json:
         print(json.dumps([r.record() for r in results], indent=1, default=str))
     else:
@@ -208,6 +222,7 @@ def main_run_suite(a) -> int:
     """``fedrepro run --suite NAME``."""
     s = selected_suite(a)
     out_dir = suite_folder(a, s.name)
+    suite.bind_folder(out_dir, s, write=False)  # another suite's folder is refused before anything is printed
     print(f"suite {s.name}: {len(s.cells)} cells -> {out_dir}", file=sys.stderr)
     warn_if_loaded()
     resume_hint(a, f"finished cells are kept in {out_dir}, and unfinished runs continue from their last "
@@ -227,6 +242,7 @@ def main_dry_run(a) -> int:
     from tabulate import tabulate
 
     s = selected_suite(a)
+    suite.bind_folder(suite_folder(a, s.name), s, write=False)
     p = runner.plan_suite(s, device=a.device, executor=a.executor, group_runs=cli_group_runs(a), backend=a.backend,
                           out_dir=suite_folder(a, s.name))
     rows = [[alg, ds, model, r["cells"], r["groups"], ", ".join(sorted(r["executor"])),
@@ -245,7 +261,44 @@ def main_dry_run(a) -> int:
           f"{cost.human_seconds(p['seconds_alone'])} one cell after another"
           + (f" (cost model fitted to {p['bench']})" if p["bench"] else
              f" (no `fedrepro bench --device {p['device']} --out results/perf/...` results: no estimate)"))
+    for line in fit_lines(s, p["device"]):
+        print(line)
     return 0
+
+
+def fit_lines(s: suite.Suite, device: str) -> list[str]:
+    """What a dry run must say before its estimate is read as a plan: a suite meant for a GPU planned on a CPU,
+    and the datasets of its cells that have no data here (a real run would stop at the first such cell)."""
+    out = []
+    if s.requires != "cpu" and device == "cpu":
+        out.append(f"note: {s.name} is meant for a {s.requires} (requires = \"{s.requires}\" in {s.path.name}): the "
+                   "estimate above is this CPU's; run it on a CUDA machine with --device cuda "
+                   "(`fedrepro run --suite ... --device cuda --dry-run` there gives its time)")
+    missing: dict[str, list] = {}
+    for c in s.cells:
+        e = c.experiment
+        key = (e.dataset, e.data_root)
+        if isinstance(e.dataset, str) and key not in missing:
+            missing[key] = [_data_missing(e.dataset, e.data_root), 0]
+        if key in missing:
+            missing[key][1] += 1
+    for (name, _root), (why, n) in missing.items():
+        if why:
+            out.append(f"note: no data here for the {n} {name} cell(s) of {len(s.cells)}: {why}")
+    return out
+
+
+def _data_missing(name: str, data_root: str | None) -> str | None:
+    """Why dataset ``name`` cannot be loaded here without a download (its loader's own message), or None."""
+    from .. import datasets
+
+    try:
+        datasets.load(name, data_root=data_root, download=False)
+    except (FileNotFoundError, datasets.images.DataFileError) as e:
+        what = " ".join(str(e).split()).split("; looked in")[0]
+        return (f"{what} (under {data_root or datasets.registry.default_data_root()}): give --data-root DIR where "
+                "they are, or add --download where there is a network")
+    return None
 
 
 def cli_group_runs(a) -> int | None:

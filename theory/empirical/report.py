@@ -75,12 +75,26 @@ def _unit(metric: str) -> tuple[float, str]:
     return METRICS[metric][3], METRICS[metric][2]
 
 
-def _num(v, k: float, unit: str, signed: bool = True) -> str:
+def _num(v, k: float, unit: str, signed: bool = True, decimals: int | None = None) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "-"
     if unit == "x":
-        return f"{v:.3g}x"
+        return f"{v:.{decimals}f}x" if decimals is not None else f"{v:.3g}x"
     return f"{k * v:+.2f}" if signed else f"{k * v:.2f}"
+
+
+def ratio_decimals(x: dict) -> int | None:
+    """Decimals that keep a ratio comparison's reason visible: one more than its boundary has, and more until every
+    value that differs from the boundary reads differently from it (10.882 against ">= 10.9x" printed as "10.9x")."""
+    b = x.get("boundary")
+    if not isinstance(b, (int, float)):
+        return None
+    d = len(f"{b:g}".partition(".")[2]) + 1
+    vals = [v for v in [x.get("mean"), x.get("lower"), x.get("upper"), *(x.get("values") or [])]
+            if isinstance(v, (int, float)) and math.isfinite(v) and v != b]
+    while d < 6 and any(f"{v:.{d}f}" == f"{b:.{d}f}" for v in vals):
+        d += 1
+    return d
 
 
 def _seeds(n: int | None) -> str:
@@ -101,9 +115,11 @@ def key_number(c: dict) -> str:
         if x["mean"] is None:
             parts.append(f"{x['a']} vs {x['b']}: no paired runs")
             continue
-        iv = f" [{_num(x['lower'], k, unit)}, {_num(x['upper'], k, unit)}]" if x["lower"] is not None else ""
+        d = ratio_decimals(x) if unit == "x" else None
+        iv = f" [{_num(x['lower'], k, unit, decimals=d)}, {_num(x['upper'], k, unit, decimals=d)}]" \
+            if x["lower"] is not None else ""
         tag = f"{x['a']} vs {x['b']}{_in_setting(c, x)}"
-        parts.append(f"{tag}: {_num(x['mean'], k, unit)}{'' if unit == 'x' else ' ' + unit}{iv}")
+        parts.append(f"{tag}: {_num(x['mean'], k, unit, decimals=d)}{'' if unit == 'x' else ' ' + unit}{iv}")
     return "; ".join(parts)
 
 
@@ -200,7 +216,8 @@ def _before(x: dict, c: dict, before: dict | None, k: float, unit: str) -> str:
 
 
 def _comparison_row(x: dict, k: float, unit: str) -> list:
-    vals = " ".join(_num(v, k, unit) for v in x["values"]) or "-"
+    d = ratio_decimals(x) if unit == "x" else None
+    vals = " ".join(_num(v, k, unit, decimals=d) for v in x["values"]) or "-"
     skew = x.get("skewness")
     notes = "; ".join(x["problems"] + x["unpaired"] + ([f"diverged: {', '.join(x['diverged'])}"] if x["diverged"]
                                                       else [])
@@ -208,8 +225,9 @@ def _comparison_row(x: dict, k: float, unit: str) -> list:
                       + ([f"skewness {skew:+.1f}"] if skew is not None and abs(skew) > 1 else []))
     delta = f"+-{k * x['negligible']:g}" if x["negligible"] else "-"
     gap = _num(x["paper_gap"], k, unit) if x.get("paper_gap") is not None else "-"
-    return [_cell(x["statement"]), x["setting"], x["n"], vals, _num(x["mean"], k, unit),
-            _num(x["sd"], k, unit, signed=False), f"[{_num(x['lower'], k, unit)}, {_num(x['upper'], k, unit)}]",
+    return [_cell(x["statement"]), x["setting"], x["n"], vals, _num(x["mean"], k, unit, decimals=d),
+            _num(x["sd"], k, unit, signed=False, decimals=d),
+            f"[{_num(x['lower'], k, unit, decimals=d)}, {_num(x['upper'], k, unit, decimals=d)}]",
             delta, gap, x["side"], _cell(notes)]
 
 
