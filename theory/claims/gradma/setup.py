@@ -108,7 +108,7 @@ def _tquad(ctx: CheckContext):
 def has_worker_qp(algorithm: str) -> bool:
     import algorithms
 
-    return bool(getattr(algorithms.get_class(algorithm), "worker_qp", False))
+    return bool(getattr(algorithms.get_class(algorithm).Hyper, "worker_qp", False))  # gradma_s fixes it False
 
 
 def _corollary_run(prob, H, *, S: int, I: int, T: int, seed: int, executor: str = "vectorized",
