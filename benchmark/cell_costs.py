@@ -2,12 +2,12 @@
 ``fedrepro bench --profile-claims`` (``results/perf/profile-claims-*.json``, the newest), for the claims' dry run.
 
 A run is matched with the profiled cell of the same dataset, model and model options (the papers' scales), and its
-cost is that cell's, scaled by the work (``benchmark.cost.cell_work``): local training, data movement and the
+cost is that cell's, scaled by the work (``benchmark.runs.cost.cell_work``): local training, data movement and the
 per-client and per-round overhead by sampled clients x local steps per round, evaluation by evaluated samples (test
 and training objective), the server by rounds where the algorithm is the cell's own (another algorithm's server is
 taken as FedAvg's: negligible), the job as measured. Another algorithm's local steps are taken as the cell's (one
 cell per paper is profiled): GradMA's QP_l makes its baselines' estimates 5-8x too high, FedBAT's and LFL's
-quantizers add about 10-20%; the source says so. Without a matching cell: ``benchmark.cost``'s FLOPs model
+quantizers add about 10-20%; the source says so. Without a matching cell: ``benchmark.runs.cost``'s FLOPs model
 (``estimate_cell``), which does not know an algorithm's own arithmetic and underestimates small CNNs several-fold.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import cost
+from benchmark.runs import cost
 
 
 def latest_profile(dirs: list[Path] | None = None) -> dict | None:
@@ -40,7 +40,7 @@ def _key(cfg: dict) -> tuple:
 def run_seconds(exp, profile: dict | None = None, device_type: str = "cpu", model: cost.CostModel | None = None,
                 executor: str = "sequential") -> dict:
     """{"seconds", "source"}: the CPU seconds of one run of ``exp`` alone (module docstring)."""
-    from .experiment import Experiment
+    from benchmark.runs.experiment import Experiment
 
     profile = latest_profile() if profile is None else profile
     cfg = exp.config()

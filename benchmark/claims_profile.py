@@ -1,8 +1,8 @@
 """Where a claims cell's CPU time goes (issue 45): ``fedrepro bench --profile-claims``.
 
 One run of each given experiment (the CLI passes one cell of each paper's deciding scale, built by
-``theory.empirical``), planned and executed as the claims run it alone (``benchmark.plan``: one job, at one
-torch thread), with a ``benchmark.phases.Clock`` active: CPU seconds (``time.process_time``) per phase,
+``theory.empirical``), planned and executed as the claims run it alone (``benchmark.runs.plan``: one job, at one
+torch thread), with a ``benchmark.sim.phases.Clock`` active: CPU seconds (``time.process_time``) per phase,
 exclusive, so the phases add up to the run's CPU time. A cell may run fewer rounds than its scale (``rounds``):
 the shares are then per round of the rounds run (the evaluations those of the shortened run: the claims' metrics
 read its last rounds), and the record states the reduction; the run's full cost is
@@ -15,10 +15,11 @@ import datetime
 import os
 import time
 
-from . import phases, plan
-from .experiment import code_version
+from benchmark.sim import phases
+from benchmark.runs import plan
+from benchmark.runs.record import code_version
 
-#: the phases as the profile names them (``benchmark.phases``)
+#: the phases as the profile names them (``benchmark.sim.phases``)
 LABELS = {"local": "local steps", "evaluate": "evaluation", "server": "aggregation (server: broadcast, "
           "aggregate)", "data": "data movement", "client": "overhead per client", "round": "overhead per round",
           "job": "overhead per job"}
@@ -76,7 +77,7 @@ def markdown(result: dict) -> str:
     lines = [f"CPU time by phase of one run per cell (`fedrepro bench --profile-claims`, {result['date']}, code "
              f"{(c.get('git_commit') or '?')[:10]}{' dirty' if c.get('git_dirty') else ''}, {result['threads']} torch "
              f"thread, load average {result['load_start']} -> {result['load_end']} on {result['cpus']} CPUs). CPU "
-             "time (`time.process_time`), each phase exclusive of the phases inside it (benchmark/phases.py).", "",
+             "time (`time.process_time`), each phase exclusive of the phases inside it (benchmark/sim/phases.py).", "",
              "| cell | executor | rounds run (of) | evaluations | CPU s | " + " | ".join(LABELS[p] for p in phases.PHASES)
              + " |", "|---|---|---|---|---|" + "---|" * len(phases.PHASES)]
     for r in result["cells"]:

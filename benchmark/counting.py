@@ -159,7 +159,7 @@ def counting():
     Yields a :class:`Counts`, filled when the block exits."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from . import vmap_layers
+    from benchmark.sim import vmap_layers
 
     counts = Counts()
 

@@ -64,9 +64,9 @@ import torch
 
 from algorithms.core import Algorithm, Message, RoundInfo, tree_map
 
-from . import executors as ex
-from .federated_dataset import FederatedDataset
-from .phases import phase
+from benchmark.sim import executors as ex, functional
+from benchmark.datasets.federated_dataset import FederatedDataset
+from benchmark.sim.phases import phase
 
 
 #: the divergence rule beyond NaN (``Experiment.divergence_factor``, module docstring): 100 = two orders of

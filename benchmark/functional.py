@@ -180,7 +180,7 @@ def _chain(module: torch.nn.Module) -> list | None:
     layers: the digits MLPs, BHerd's SVM) as the list of its layers' operations, which :func:`_run_chain` calls
     directly: the same ATen calls as the modules' ``forward``, without ``functional_call``'s swapping of parameters
     (issue 45: about 14% of a vmapped MLP step). None for any other model."""
-    from .models.blocks import _Flatten
+    from benchmark.models.blocks import _Flatten
 
     if type(module) is not torch.nn.Sequential:
         return None

@@ -1,6 +1,6 @@
 """Where a run's CPU time goes, by phase (issue 45; ``fedrepro bench --profile-claims``, ``benchmark.profile``).
 
-The engine, the executors and ``benchmark.plan.execute`` mark their phases with ``with phase(name):``. Nothing is
+The engine, the executors and ``benchmark.runs.plan.execute`` mark their phases with ``with phase(name):``. Nothing is
 measured unless a :class:`Clock` is active (:func:`measuring`); then each phase's CPU time
 (``time.process_time``: every thread of the process, which on a shared machine does not grow with the load as
 wall time does) is summed *exclusively*: time spent in a phase nested inside another (a batch gather inside a

@@ -33,10 +33,13 @@ import torch
 
 import algorithms
 
-from . import batched, checkpoint, cost, engine, numerics, phases
-from . import executors as ex
-from .experiment import Experiment, RunResult, load_dataset, make_result, prepare, run_code_version
-from .federated_dataset import FederatedDataset
+from benchmark.runs import batched, checkpoint, cost
+from benchmark.sim import engine, numerics, phases
+from benchmark.sim import executors as ex
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.record import RunResult, run_code_version
+from benchmark.runs.build import load_dataset, make_result, prepare
+from benchmark.datasets.federated_dataset import FederatedDataset
 
 AUTO = "auto"
 BACKENDS = ("local", "process", "ray")

@@ -2,7 +2,7 @@
 leaderboard column: each method's mean over the seeds of its runs that finished ``ok``, with the range over those
 seeds as a band (min to max; one seed: no band), and the legend saying so.
 
-Every method keeps one style (``benchmark.report_style``: keyed by its name, the same in every report) in every
+Every method keeps one style (``benchmark.reports.style``: keyed by its name, the same in every report) in every
 panel and every figure, and each figure has one legend listing every method it draws. A figure's title names the
 suite, the datasets, models and seeds per cell; a panel's title its column and, where they differ between panels,
 its dataset, model and seeds; the panels of a figure share one y range, so that their heights compare. A panel

@@ -14,7 +14,7 @@ run, a method not run in a cell).
 ``method_styles(names)`` gives {method: {"color", "linestyle", "marker", "slot"}}; ``plot_kwargs`` turns a style
 into ``Axes.plot`` arguments, ``legend_handles`` into legend entries. Each method's markers start at a point of
 its own (its slot, modulo the spacing of the markers), so two curves that lie on top of each other still show
-both markers side by side; the panels also say so in words (``benchmark.report_plots``).
+both markers side by side; the panels also say so in words (``benchmark.reports.plots``).
 """
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def method_styles(names: Iterable[str]) -> dict[str, dict]:
                 break
         else:
             raise ValueError(f"{len(out) + 1} methods are more than one colour's {len(LINESTYLES) * len(MARKERS)} "
-                             "styles: draw a selection (benchmark.report_plots.select_methods)")
+                             "styles: draw a selection (benchmark.reports.plots.select_methods)")
         taken.add(cand)
         out[m] = {"color": cand[0], "linestyle": LINESTYLES[cand[1]], "marker": MARKERS[cand[2]], "slot": i}
     return out

@@ -20,15 +20,17 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from . import backends, cell_claims, checkpoint, cost, oom, plan, store
-from .backends import compute_cell, failed_record  # noqa: F401 - where the runner's callers find them
-from .experiment import Experiment, code_version
-from .plan import BACKENDS, Job, Threads, choose_threads, usable_cpus
-# suite files are parsed in benchmark.suite; these names stay importable from here for callers not yet moved
-from .suite import (Cell, Reference, Suite, SuiteError, load_suite, select_cells,  # noqa: F401
-                    suite_names, suite_path)
-from .suite import matches as _matches  # noqa: F401
-from .suite import bind_folder
+from benchmark.campaign import backends, cell_claims
+from benchmark.runs import checkpoint, cost, oom, plan, store
+from benchmark.campaign.backends import compute_cell, failed_record  # noqa: F401 - where the runner's callers find them
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.record import code_version
+from benchmark.runs.plan import BACKENDS, Job, Threads, choose_threads, usable_cpus
+# suite files are parsed in benchmark.campaign.suite; these names stay importable from here for callers not yet moved
+from benchmark.campaign.suite import (Cell, Reference, Suite, SuiteError, load_suite,  # noqa: F401
+                                      select_cells, suite_names, suite_path)
+from benchmark.campaign.suite import config_matches as _matches  # noqa: F401
+from benchmark.campaign.suite import bind_folder
 
 FINISHED = store.FINISHED  # statuses that are not run again; "failed" cells are retried
 

@@ -15,9 +15,10 @@ import re
 import time
 from pathlib import Path
 
-from . import cell_claims, checkpoint, cost, plan, store
-from . import suite as suites
-from .experiment import code_version
+from benchmark.campaign import cell_claims
+from benchmark.runs import checkpoint, cost, plan, store
+from benchmark.campaign import suite as suites
+from benchmark.runs.record import code_version
 
 
 #: where ``fedrepro run``'s single runs (no suite) write their records without --out: <results>/single/<version>/

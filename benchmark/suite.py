@@ -376,8 +376,8 @@ def bind_folder(folder: str | Path, s: Suite, write: bool = True) -> None:
     """Check that ``folder`` may hold ``s``'s records, and mark it as ``s``'s (``write``). A folder holds one suite:
     another suite's records there would be mixed into one leaderboard, CSV and plots, and its report overwritten,
     so a folder marked for another suite is refused before any work."""
-    from . import store
-    from .experiment import code_version
+    from benchmark.runs import store
+    from benchmark.runs.record import code_version
 
     folder = Path(folder)
     mark = folder_suite(folder)

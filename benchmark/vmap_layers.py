@@ -102,7 +102,7 @@ class _Backward(Function):
 
 #: elements of one channels-last pooling chunk (16 MB of float32: it stays in cache with its output)
 POOL_CHUNK = 1 << 22
-#: the CPU's own kernel choices (channels-last pooling) on; ``benchmark.counting`` turns them off while it counts,
+#: the CPU's own kernel choices (channels-last pooling) on; ``benchmark.perf.counting`` turns them off while it counts,
 #: since its counts stand for a device's kernels (on CUDA the ordinary kernel runs)
 CPU_KERNELS = True
 

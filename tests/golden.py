@@ -8,7 +8,7 @@ import json
 import sys
 
 import algorithms
-from benchmark.experiment import Experiment
+from benchmark.runs.experiment import Experiment
 
 _DIGITS = dict(dataset="digits", model="mlp", num_clients=6, clients_per_round=3, rounds=2, batch_size=16,
                local_steps=3, eval_every=1, eval_train_samples=200, lr=0.05)
@@ -46,7 +46,7 @@ def _hex(v):
 
 def histories(exps, executor) -> list:
     """The histories (wall times left out, floats as hex) of one case."""
-    from benchmark.plan import run, run_group
+    from benchmark.runs.plan import run, run_group
 
     results = run_group(exps) if executor == "batched" else [run(exps[0], threads=1)]
     return [[{k: _hex(v) for k, v in h.items() if k != "wall_time"} for h in r.history] for r in results]

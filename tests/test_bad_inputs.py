@@ -19,7 +19,8 @@ from typing import Callable
 import pytest
 import torch
 
-from benchmark import Experiment, FederatedDataset, runner
+from benchmark import Experiment, FederatedDataset
+from benchmark.campaign import runner
 from benchmark.cli import main
 
 VERSION = runner.code_version()["package"]
@@ -287,7 +288,7 @@ def test_a_record_saved_by_hand_from_python_is_read_by_report(tmp_path, capsys):
 
 
 def test_a_leaderboard_says_when_its_cells_have_different_seeds(tmp_path):
-    from benchmark import report
+    from benchmark.reports import leaderboard as report
 
     recs = []
     for alg, seeds in (("fedavg", (0, 1, 2)), ("fedprox", (0, 1))):

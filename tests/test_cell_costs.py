@@ -1,11 +1,11 @@
-"""A claims run's measured cost (benchmark/cell_costs.py): the profiled cell's costs scaled by the work, and the FLOPs
+"""A claims run's measured cost (benchmark/runs/cell_costs.py): the profiled cell's costs scaled by the work, and the FLOPs
 model where no cell of that dataset and model was profiled."""
 from __future__ import annotations
 
 import dataclasses
 
-from benchmark import cell_costs
-from benchmark.experiment import Experiment
+from benchmark.runs import cell_costs
+from benchmark.runs.experiment import Experiment
 
 EXP = Experiment(algorithm="fedavg", dataset="digits", model="mlp", num_clients=10, clients_per_round=5, rounds=10,
                  local_steps=4, batch_size=16, eval_every=2, eval_train_samples=200)

@@ -215,7 +215,7 @@ def test_a_family_changed_after_a_run_is_refused(tmp_path, monkeypatch):
     """The split is declared before any run: a replication whose paper's family is not the one its first stage
     recorded is refused, and so is a run that would replace a report judged under another family (unless
     --replace); an unchanged family gets to work."""
-    from benchmark import tuning
+    from benchmark.campaign import tuning
     from theory.empirical import own
 
     class Started(Exception):
@@ -247,7 +247,7 @@ def test_a_family_changed_after_a_run_is_refused(tmp_path, monkeypatch):
 
 
 def test_a_bad_split_is_refused_before_any_run(tmp_path, monkeypatch):
-    from benchmark import tuning
+    from benchmark.campaign import tuning
     from theory.empirical import own
 
     def spy(*a, **k):

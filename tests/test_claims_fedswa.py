@@ -128,7 +128,7 @@ def test_step_caps_record_the_main_text_and_the_proofs_conditions():
 
 def test_batched_seeds_equal_the_runs_alone():
     # the proof-cap check runs its sampling seeds as one batched job; each equals the same run alone
-    from benchmark.experiment import Experiment
+    from benchmark.runs.experiment import Experiment
     from theory.runs import trace, trace_group
 
     p = F.hetero_quadratic(num_clients=4, d=3, mu=0.5, sigma_g=2.0, samples_per_client=6, seed=0)

@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from benchmark import cli, runner, tuning
+from benchmark import cli
+from benchmark.campaign import runner, tuning
 from theory.empirical import own
 from theory.empirical import run as erun
 from theory.empirical.claim import Budget, Claim, Comparison, Margin

@@ -149,12 +149,12 @@ DESIGNS = declared_designs()
 
 def full_scale_designs() -> dict:
     """{looks: [paper]}: the full scale's single look of its suite's seeds (``run.run_full``)."""
-    from benchmark import runner
+    from benchmark.campaign import suite
 
     out = {}
     for name in empirical.PAPERS:
         full = empirical.paper(name).FULL
-        seeds = {c.experiment.seed for c in runner.load_suite(full.suite).cells}
+        seeds = {c.experiment.seed for c in suite.load_suite(full.suite).cells}
         seeds = seeds & set(full.seeds) if full.seeds is not None else seeds
         out.setdefault((max(2, len(seeds)),), []).append(f"{name} at full")
     return out

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from benchmark.experiment import Experiment
-from benchmark.plan import run
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.plan import run
 from theory.empirical.metrics import METRICS, READS, mean_accuracy, rounds_read
 
 EXP = Experiment(dataset="digits", model="mlp", num_clients=6, clients_per_round=3, rounds=5, batch_size=16,

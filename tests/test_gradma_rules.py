@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from benchmark import Experiment, FederatedDataset, run
-from benchmark.executors import client_schedule, minibatch_rng
+from benchmark.sim.executors import client_schedule, minibatch_rng
 from tests.gradma_reference import CodeServer, project_segments, worker
 
 SIZES = (4, 9, 17)  # unequal: sample weights differ from 1/S

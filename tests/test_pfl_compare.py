@@ -1,10 +1,10 @@
-"""fedrepro against pfl-research (benchmark/pfl/compare.py): the fedrepro side runs the work, and where pfl cannot be
+"""fedrepro against pfl-research (benchmark/perf/pfl/compare.py): the fedrepro side runs the work, and where pfl cannot be
 installed the comparison is skipped with the reason (no timed test: the ratio is measured, never asserted)."""
 from __future__ import annotations
 
 import subprocess
 
-from benchmark.pfl import compare
+from benchmark.perf.pfl import compare
 
 
 def test_fedrepro_side_runs_the_work():

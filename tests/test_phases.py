@@ -1,11 +1,11 @@
-"""The phase clock of ``fedrepro bench --profile-claims`` (benchmark/phases.py, benchmark/claims_profile.py)."""
+"""The phase clock of ``fedrepro bench --profile-claims`` (benchmark/sim/phases.py, benchmark/perf/claims_profile.py)."""
 from __future__ import annotations
 
 import itertools
 
-from benchmark import phases
-from benchmark.claims_profile import markdown, profile_cell
-from benchmark.experiment import Experiment
+from benchmark.sim import phases
+from benchmark.perf.claims_profile import markdown, profile_cell
+from benchmark.runs.experiment import Experiment
 
 
 def test_nested_phases_are_exclusive_and_add_up():
@@ -33,7 +33,7 @@ def test_no_clock_no_measurement():
 def test_profile_of_a_run_covers_its_cpu_time_and_changes_no_number():
     import dataclasses
 
-    from benchmark import plan
+    from benchmark.runs import plan
 
     exp = Experiment(dataset="digits", model="mlp", num_clients=4, clients_per_round=2, rounds=3, batch_size=16,
                      eval_every=2, seed=3, executor="sequential")

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from benchmark import compare
-from benchmark.report_theory import hypotheses_lines
+from benchmark.reports import compare
+from benchmark.reports.theory_report import hypotheses_lines
 from theory import pages
 from theory.claims import (INCONCLUSIVE, NOT_REPRODUCED, PAPER_CLAIM, PREMISE, PREMISE_FAILS, VIOLATED, Claim,
                            CheckContext, Outcome, hypothesis)

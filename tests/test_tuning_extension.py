@@ -1,4 +1,4 @@
-"""The 0.4.0 tuning rule (benchmark/tuning.py, steps 2-3; issue 43): a point's score is the mean over the tuning
+"""The 0.4.0 tuning rule (benchmark/campaign/tuning.py, steps 2-3; issue 43): a point's score is the mean over the tuning
 seeds of the claim's own metric; a choice at an end of its grid extends the grid by the next value in that
 direction until the choice is interior, the new point did not train on most tuning seeds, or the declared cap is
 reached (reported as such); an extension step's runs are cells like any other, so a rerun skips what is recorded."""
@@ -7,8 +7,9 @@ import math
 
 import pytest
 
-from benchmark import Experiment, tuning
-from benchmark.tuning import Extension, TuningPlan
+from benchmark import Experiment
+from benchmark.campaign import tuning
+from benchmark.campaign.tuning import Extension, TuningPlan
 
 BASE = Experiment(algorithm="fedavg", dataset="digits", model="logreg", partition="iid", num_clients=5,
                   rounds=3, local_steps=3, batch_size=32, eval_every=3, executor="sequential")

@@ -173,10 +173,10 @@ def trace(exp: Experiment, *, init: torch.Tensor | None = None, server_keys: Seq
 def trace_group(exps: Sequence[Experiment], *, init: torch.Tensor | None = None,
                 server_keys: Sequence[str] = ()) -> list[Trace]:
     """Run ``exps`` (runs that may share one batched job: the same problem, algorithm and sizes, e.g. several
-    sampling seeds) as ONE job of ``benchmark.plan.group_job`` and record each as :func:`trace` does; every run
-    starts from ``init``. A batched run's record equals the same run alone (``benchmark.batched``), to float
+    sampling seeds) as ONE job of ``benchmark.runs.plan.group_job`` and record each as :func:`trace` does; every run
+    starts from ``init``. A batched run's record equals the same run alone (``benchmark.runs.batched``), to float
     rounding; batching 8 seeds of a 10-parameter problem costs about 2.5 single runs, not 8."""
-    from benchmark.plan import execute, group_job
+    from benchmark.runs.plan import execute, group_job
 
     for e in exps:
         check_algorithm(e.algorithm)

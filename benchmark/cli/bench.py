@@ -58,7 +58,7 @@ def claims_cells(papers: list[str] | None = None, rounds: int | None = None) -> 
 
 
 def _profile_claims(a, log) -> int:
-    from .. import claims_profile
+    from benchmark.perf import claims_profile
 
     papers = [p.strip() for p in a.papers.split(",") if p.strip()] if a.papers else None
     result = claims_profile.profile_cells(claims_cells(papers, a.profile_rounds or None), a.threads or 1, log)
@@ -75,7 +75,7 @@ def _profile_claims(a, log) -> int:
 
 
 def _vs_pfl(a, log) -> int:
-    from ..pfl import compare
+    from benchmark.perf.pfl import compare
 
     result = compare.compare(repeats=a.repeats or 3, threads=a.threads or 1, log=log)
     text = json.dumps(result, indent=1)
@@ -176,7 +176,7 @@ def add_parser(sub) -> None:
                    "per step of each ATen operator (where a step's memory traffic goes)")
     p.add_argument("--profile-claims", action="store_true", help="instead of timing: where the CPU time of one cell "
                    "of each paper's deciding claims scale goes (local steps, evaluation, aggregation, data movement, "
-                   "overhead per round, client and job; benchmark.claims_profile); --out FILE.json also writes FILE.md")
+                   "overhead per round, client and job; benchmark.perf.claims_profile); --out FILE.json also writes FILE.md")
     p.add_argument("--vs-pfl", action="store_true", help="instead of timing: fedrepro against pfl-research on issue "
                    "45's small FedAvg work, each in its own process, best of --repeats (default 3); pfl is installed in "
                    "its own venv ($FEDREPRO_PFL_VENV, default ~/.cache/fedrepro/pfl-venv), skipped where it cannot be")

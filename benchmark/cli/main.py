@@ -39,7 +39,7 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=default, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from ..experiment import code_version
+        from benchmark.runs.record import code_version
 
         v = code_version()
         commit = f" (git {v['git_commit'][:10]}{', uncommitted changes' if v['git_dirty'] else ''})" \

@@ -8,7 +8,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import compare, report, runner, status, store, suite
+from benchmark.reports import compare, leaderboard as report
+from benchmark.campaign import runner, status, suite
+from benchmark.runs import store
 from . import args
 
 

@@ -7,8 +7,11 @@ import json
 import sys
 from pathlib import Path
 
-from .. import cost, numerics, plan, report, runner, status, store, suite
-from ..plan import load_warning
+from benchmark.runs import cost, plan, store
+from benchmark.sim import numerics
+from benchmark.reports import leaderboard as report
+from benchmark.campaign import runner, status, suite
+from benchmark.runs.plan import load_warning
 from . import args
 from .errors import resume_hint
 

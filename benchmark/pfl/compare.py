@@ -55,8 +55,8 @@ def fedrepro_side(repeats: int, rounds: int, threads: int) -> dict:
 
     import torch
 
-    from benchmark.experiment import Experiment
-    from benchmark.plan import run
+    from benchmark.runs.experiment import Experiment
+    from benchmark.runs.plan import run
 
     torch.set_num_threads(threads)
     exp = Experiment(algorithm="fedavg", dataset="digits", model="mlp", model_args={"hidden": 128}, num_clients=20,
@@ -85,7 +85,7 @@ def compare(repeats: int = 3, rounds: int = 50, threads: int = 1, alternations: 
     if py is None:
         return {"skipped": why}
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(threads)}
-    ours = [sys.executable, "-m", "benchmark.pfl.compare", "--side", str(repeats), str(rounds), str(threads)]
+    ours = [sys.executable, "-m", "benchmark.perf.pfl.compare", "--side", str(repeats), str(rounds), str(threads)]
     theirs = [str(py), str(SIDE), str(repeats), str(rounds), str(threads)]
     runs = {"fedrepro": [], "pfl": []}
     for k in range(alternations):

@@ -1,4 +1,4 @@
-"""The pfl-research side of ``benchmark.pfl.compare`` (issue 45): FedAvg on scikit-learn's digits with pfl's own
+"""The pfl-research side of ``benchmark.perf.pfl.compare`` (issue 45): FedAvg on scikit-learn's digits with pfl's own
 simulator (``pfl.aggregate.simulate.SimulatedBackend``, ``pfl.algorithm.FederatedAveraging``, its PyTorch model),
 run by the Python of pfl's venv, never imported by fedrepro. The work: an MLP 64-128-10, 20 users of an IID split
 of the 1,347 training digits, 10 sampled per round, 1 local epoch of batch 16, plain SGD, 50 rounds; no central

@@ -9,7 +9,7 @@ contradict (DESIGN.md, "Empirical claims"); ``fedrepro claims`` runs them and wr
   report's view; ``family``: one error family per paper, its alpha split in advance over its scales and stages,
   and the sentences that state it; ``fields``: one spelling per report field (older names mapped).
 * ``scale``: the CPU scale (the paper's regime, reduced and stated) and the full scale (the paper suites).
-* ``run``: tuning (every arm by ``benchmark.tuning``'s rule, scored by its claims' own metric) and the looks of
+* ``run``: tuning (every arm by ``benchmark.campaign.tuning``'s rule, scored by its claims' own metric) and the looks of
   final seeds through the benchmark's runner (resumable), then the verdicts.
 * ``report``: the claims report (markdown, report.json, one plot per claim); ``report_protocol``: its 0.4.0
   tuning tables (every point's spread over the tuning seeds, the extension, the edges) and each claim's declared

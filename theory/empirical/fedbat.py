@@ -2,7 +2,7 @@
 Sec. 4; seed 000, Sec. 5.2 and the abstract)."""
 from __future__ import annotations
 
-from benchmark.tuning import Extension
+from benchmark.campaign.tuning import Extension
 
 from .claim import Budget, Claim, Comparison, Margin, arm
 from .scale import CpuScale, FullScale, Reduction

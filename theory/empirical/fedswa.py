@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from benchmark.tuning import Extension
+from benchmark.campaign.tuning import Extension
 
 from .claim import Budget, Claim, Comparison, Margin, arm
 from .scale import CpuScale, FullScale, Reduction

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from benchmark.tuning import Extension
+from benchmark.campaign.tuning import Extension
 
 from .claim import Budget, Claim, Comparison, Margin, arm
 from .scale import CpuScale, FullScale, Reduction
@@ -116,7 +116,7 @@ BUDGET = Budget(looks=(5, 10, 20), cpu_minutes=1205,
 _LR = [0.001, 0.01, 0.1]
 _MOMENTUM = ("gradma", "gradma_s", "fedavgm", "gradma_code", "gradma_s_code")
 _GRIDS = {a: ({"lr": _LR, "beta1": [0.1, 0.5, 0.9]} if a in _MOMENTUM else {"lr": _LR}) for a in ARMS}
-#: the rule that extends a grid whose choice lies at an end (benchmark.tuning.Extension): eta_l beyond the paper's
+#: the rule that extends a grid whose choice lies at an end (benchmark.campaign.tuning.Extension): eta_l beyond the paper's
 #: {0.001, 0.01, 0.1} by a ratio of 3, at most 1 value each way (0.3.0's divergences were all at eta_l = 0.1, and each
 #: value costs up to 18 CPU-min per GradMA arm); beta1 along the paper's ablation grid {0.0, 0.1, ..., 0.9} (Fig. 5),
 #: which has one value beyond the tuning grid (0.0) and none above 0.9

@@ -1,6 +1,6 @@
 """The parts of the claims report that show the 0.4.0 protocol (issues 43 and 49): each arm's tuning, every point
 tried with its validation score's mean and spread over the tuning seeds, the extension steps and any choice still at
-an edge of its grid (``benchmark.tuning``, steps 2-3); and, per claim, what its declaration says about its metric:
+an edge of its grid (``benchmark.campaign.tuning``, steps 2-3); and, per claim, what its declaration says about its metric:
 what the paper reports, why the deciding metric can show the claimed effect, the metrics shown beside it on the
 same seeds, and the strongest objection an author could raise with what the protocol does about it
 (``claim.Claim``). ``report.py`` calls these; reports written before 0.4.0 (no ``edge`` in their tuning) keep
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from benchmark.tuning import point_label
+from benchmark.campaign.tuning import point_label
 
 from .metrics import METRICS
 
@@ -46,8 +46,8 @@ def _edge_text(t: dict) -> str:
 
 def tuning_rows(tuned: dict) -> tuple[list, list, list]:
     """The tuning table's rows (the tuned pairs), the fixed pairs with their reasons, and the pairs whose choice is
-    still at an edge the rule did not settle (``benchmark.tuning.at_edge``)."""
-    from benchmark.tuning import at_edge
+    still at an edge the rule did not settle (``benchmark.campaign.tuning.at_edge``)."""
+    from benchmark.campaign.tuning import at_edge
 
     rows, fixed, edges = [], [], []
     for key, t in tuned.items():

@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from benchmark.experiment import Experiment
-from benchmark.tuning import Extension, TuningPlan
+from benchmark.runs.experiment import Experiment
+from benchmark.campaign.tuning import Extension, TuningPlan
 from theory.stats.sequential import check_looks
 
 from .claim import Arm
@@ -44,7 +44,7 @@ class CpuScale:
     ``grids``: arm name -> declared tuning grid: every arm tunes the learning rate ``lr`` over the same values,
     times the paper's other tuned knob where the paper tunes both (beta1, a server step size), so a grid may hold
     more points for one arm than for another, but never a learning rate another arm lacks. ``extend``: grid key ->
-    ``benchmark.tuning.Extension``, the one rule that extends any arm's grid while its choice lies at an end
+    ``benchmark.campaign.tuning.Extension``, the one rule that extends any arm's grid while its choice lies at an end
     (default: the learning rate by a ratio of 3, at most 2 values beyond the grid each way). ``tune_seeds``: the
     tuning seeds a point's score is averaged over (at least 3 outside quick mode). ``fixed``: setting -> why its
     arms run at the setting's own hyperparameters, untuned (a claim about the paper's fixed step, e.g. BHerd's

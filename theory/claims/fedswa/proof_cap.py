@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from benchmark.experiment import Experiment
+from benchmark.runs.experiment import Experiment
 from theory import stats
 from theory.claims import HOLDS, INCONCLUSIVE, UNINFORMATIVE, VIOLATED, CheckContext, Outcome, hypothesis
 from theory.claims.fedswa.toy import (_ALPHA, _D, _GAMMA, _L, _M, _MOSWA, hetero_quadratic, problem_hypotheses,

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import torch
 
-from benchmark.experiment import Experiment
-from benchmark.federated_dataset import FederatedDataset
+from benchmark.runs.experiment import Experiment
+from benchmark.datasets.federated_dataset import FederatedDataset
 from theory import stats
 from theory.claims import PAPER_CLAIM, CheckContext, Outcome, claim, hypothesis
 from theory.claims.fedswa.toy import _GAMMA

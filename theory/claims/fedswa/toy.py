@@ -20,8 +20,8 @@ import math
 import numpy as np
 import torch
 
-from benchmark.experiment import Experiment
-from benchmark.federated_dataset import FederatedDataset
+from benchmark.runs.experiment import Experiment
+from benchmark.datasets.federated_dataset import FederatedDataset
 from theory.outcome import Hypothesis, hypothesis
 from theory.problems import ConvexProblem, bias_free_linear
 from theory.runs import trace

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from benchmark.experiment import Experiment
+from benchmark.runs.experiment import Experiment
 from theory import stats
 from theory.claims import HOLDS, PAPER_CLAIM, PREMISE, PREMISE_FAILS, CheckContext, Outcome, claim, hypothesis
 from theory.claims.gradma.setup import (_BETA1, _BETA2, _D, _L, _MU, _N, _SG, _corollary_run, _tquad, has_worker_qp,

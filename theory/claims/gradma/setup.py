@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from benchmark.experiment import Experiment
+from benchmark.runs.experiment import Experiment
 from theory import problems
 from theory.claims import CheckContext
 from theory.problems import quad_hessian  # noqa: F401  (re-exported: the checks and tests use it with these runs)
