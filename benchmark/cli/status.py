@@ -5,7 +5,7 @@ import json
 import sys
 import time
 
-from .. import status, suite
+from benchmark.campaign import status, suite
 from . import args
 
 

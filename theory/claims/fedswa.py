@@ -16,8 +16,8 @@ import math
 import numpy as np
 import torch
 
-from benchmark.experiment import Experiment
-from benchmark.federated_dataset import FederatedDataset
+from benchmark.runs.experiment import Experiment
+from benchmark.datasets.federated_dataset import FederatedDataset
 from theory import stats
 from theory.claims import HOLDS, PAPER_CLAIM, UNINFORMATIVE, CheckContext, Outcome, claim
 from theory.problems import ConvexProblem, bias_free_linear

@@ -10,7 +10,7 @@ to get O(I^1/2/(S^1/2 T^1/2) + 1/T) for T >= T_min. At fixed T the bound therefo
 S^-1: "linear speedup" is about the rounds needed for an eps-accuracy, T(eps) ~ I/(S eps^2), i.e. slope -1
 of T(eps) in S. The checks here run the toy T-QUAD of gradma.md 5.5 (``problems.quadratic``: every worker has
 the same Hessian, so A3 holds globally with rho^2 = max_i ||grad f_i(x*)||^2, and A2 holds with L exactly),
-full local gradients (batch_size=None), and the Corollary's step sizes, through ``benchmark.engine`` (via
+full local gradients (batch_size=None), and the Corollary's step sizes, through ``benchmark.sim.engine`` (via
 ``theory.runs``: the benchmark's own run path with observers; the worker-side QP_l corrections come from
 the algorithm's ``qp_l`` diagnostic).
 
@@ -26,7 +26,7 @@ import math
 import numpy as np
 import torch
 
-from benchmark.experiment import Experiment
+from benchmark.runs.experiment import Experiment
 from theory import problems, stats
 from theory.claims import HOLDS, INCONCLUSIVE, PAPER_CLAIM, VIOLATED, CheckContext, Outcome, claim
 from theory.problems import quad_hessian

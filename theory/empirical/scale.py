@@ -14,8 +14,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from benchmark.experiment import Experiment
-from benchmark.tuning import TuningPlan
+from benchmark.runs.experiment import Experiment
+from benchmark.campaign.tuning import TuningPlan
 
 from .claim import Arm
 from .metrics import METRICS, STANDS_FOR, check_tail
@@ -37,7 +37,7 @@ class Reduction:
 
 @dataclass(frozen=True)
 class CpuScale:
-    """The paper's regime at CPU size, with the tuning protocol of ``benchmark.tuning``.
+    """The paper's regime at CPU size, with the tuning protocol of ``benchmark.campaign.tuning``.
 
     ``settings``: setting name -> Experiment fields without algorithm and seed. ``kept``: what is the paper's
     (local work per round, participation, clients, partition, model family...). ``reductions``: what is not.
