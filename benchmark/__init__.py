@@ -1,17 +1,24 @@
-"""Turns algorithms into measured results: data, partitions, models, the engine, runs and reports."""
+"""Turns algorithms into measured results, in rooms by role (README, "Layout"): ``datasets`` (with partitions),
+``models``, ``sim`` (the round loop and its executors), ``runs`` (one run: spec, plan, store), ``campaign``
+(suites, the runner, tuning), ``perf`` (measurement), ``reports`` (every writer), ``contract`` (the algorithm
+contract checks), and on top ``cli`` (the ``fedrepro`` command) and ``asv``.
+
+``from benchmark import run, Experiment, FederatedDataset, RunResult``: the names a user needs, loaded lazily so
+that importing ``benchmark`` (or a light module such as ``benchmark.campaign.lifeline``) stays cheap.
+"""
 
 
-def __getattr__(name):  # lazy: importing benchmark (or a light module such as benchmark.lifeline) stays cheap
+def __getattr__(name):
     if name in ("Experiment", "RunResult"):
-        from . import experiment
+        from benchmark.runs import experiment
 
         return getattr(experiment, name)
     if name == "run":
-        from .plan import run
+        from benchmark.runs.plan import run
 
         return run
     if name == "FederatedDataset":
-        from .federated_dataset import FederatedDataset
+        from benchmark.datasets.federated_dataset import FederatedDataset
 
         return FederatedDataset
     raise AttributeError(name)

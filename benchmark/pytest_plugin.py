@@ -1,5 +1,5 @@
 """The contract tests for free: ``pytest --fedrepro-plugin my_alg.py`` runs the generic algorithm checks
-(``benchmark.contract``: hyperparameter constraints, sequential vs vectorized, determinism, record round trip
+(``benchmark.contract.checks``: hyperparameter constraints, sequential vs vectorized, determinism, record round trip
 and bits, batching) on every algorithm the plugin registers, one test per check and algorithm.
 
 Registered as a pytest plugin by the ``pytest11`` entry point of fedrepro's pyproject.toml (every pytest of an
@@ -8,6 +8,8 @@ environment where fedrepro is installed has the option; without it the plugin do
 runs only the contract tests; with paths, those too. ``--fedrepro-plugin`` is repeatable, and takes what
 ``--plugin`` takes (a .py file or a module name)."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -39,7 +41,7 @@ def pytest_configure(config) -> None:
     config._fedrepro_algorithms = sorted(set(names))
     sources = getattr(pytest.Config, "ArgsSource", None)  # pytest >= 7.2
     explicit = sources is not None and getattr(config, "args_source", None) == sources.ARGS
-    contract_tests = __file__.replace("pytest_plugin.py", "contract_tests.py")
+    contract_tests = str(Path(__file__).resolve().parent / "contract" / "plugin_tests.py")
     config.args[:] = (list(config.args) if explicit else []) + [contract_tests]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 # the tiny problem, the one-call runner and the history comparison are the contract checks' own
-from benchmark.contract import assert_same_history, run_tiny, tiny_dataset, tiny_model  # noqa: F401
+from benchmark.contract.checks import assert_same_history, run_tiny, tiny_dataset, tiny_model  # noqa: F401
 
 
 def tiny_bn_model(input_shape, num_classes):

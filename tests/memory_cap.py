@@ -18,8 +18,10 @@ from pathlib import Path
 
 import torch
 
-from benchmark import Experiment, plan, runner
-from benchmark.contract import tiny_dataset
+from benchmark import Experiment
+from benchmark.runs import plan
+from benchmark.campaign import runner
+from benchmark.contract.checks import tiny_dataset
 
 WIDTH = 1024  # hidden units: about 25 MiB of address space per run in a batched group
 

@@ -8,7 +8,9 @@ import torch
 import algorithms
 from algorithms.core import Algorithm, Message
 from algorithms.core.hyper import MOMENTUM, POSITIVE, param
-from benchmark import Experiment, batched, contract, plan
+from benchmark import Experiment
+from benchmark.runs import batched, plan
+from benchmark.contract import checks as contract
 
 
 class _Momentumish(Algorithm):
@@ -151,7 +153,7 @@ def test_batchnorm_partial_batches_and_object_dataset():
 def test_a_batched_runs_uplinks_are_its_own_aligned_copy():
     # planted defect (0.2.0): views into the group's stacked uplinks at an offset; a BLAS dot product over
     # the clients rounds differently with the memory alignment (GraB-FedAvg's alpha_t moved in the last bit)
-    from benchmark import executors
+    from benchmark.sim import executors
 
     jobs = [executors.ClientJob(i, None, {}, 1) for i in range(6)]
     up = Message({"delta": torch.arange(12.0).reshape(6, 2), "alpha": torch.arange(6.0).reshape(6, 1)})
@@ -202,7 +204,7 @@ set = { algorithm_args = { mu = 0.1 }, rounds = 15 }
 
 
 def _records(folder):
-    from benchmark import store
+    from benchmark.runs import store
 
     return {r["config_hash"]: r for r in store.read_records(folder)}
 
@@ -215,7 +217,7 @@ def test_kill_9_in_a_grouped_suite_then_resume(tmp_path):
     import sys
     import time
 
-    from benchmark import runner
+    from benchmark.campaign import runner
 
     suite = tmp_path / "grouped.toml"
     suite.write_text(SUITE)

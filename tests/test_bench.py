@@ -118,10 +118,10 @@ def test_asv_benchmarks_are_all_collected():
 
 
 def test_asv_history_script_lists_commits(capsys):
-    """The history recorder (benchmark/asv_history.py), cheaply: which commits it would record."""
+    """The history recorder (benchmark/perf/asv_history.py), cheaply: which commits it would record."""
     import subprocess
 
-    from benchmark import asv_history
+    from benchmark.perf import asv_history
 
     try:
         asv_history.commits()
@@ -133,7 +133,7 @@ def test_asv_history_script_lists_commits(capsys):
 
 
 def test_asv_history_sample_spreads_over_the_history():
-    from benchmark.asv_history import spread
+    from benchmark.perf.asv_history import spread
 
     items = list(range(73))
     assert spread(items, 5) == [0, 18, 36, 54, 72]
@@ -141,10 +141,11 @@ def test_asv_history_sample_spreads_over_the_history():
 
 
 def test_bench_times_under_the_runs_numerics_policy(monkeypatch):
-    """Bench measures with the flags the runs use (benchmark.numerics), not whatever the process had: a flag
+    """Bench measures with the flags the runs use (benchmark.sim.numerics), not whatever the process had: a flag
     left on by the caller (planted) is off while measuring under the default policy, and the policy of
     ``numerics.using`` is in force when set; the result records it."""
-    from benchmark import bench, numerics
+    from benchmark.perf import bench
+    from benchmark.sim import numerics
 
     seen = []
     monkeypatch.setattr(bench, "_run_bench", lambda *a, **k: seen.append(

@@ -202,7 +202,8 @@ def test_bherd_batched_with_longer_clients_equals_alone(name):
     # the matrix suite's digits cell (clients of 2 to 4 steps), alone (4-row buffer) and batched with a run
     # whose clients take 5 steps (5-row buffer): a client of 2 steps met an exact tie (see above), and the
     # batched record differed from the run alone (0.2.0: 4.5e-4 relative in the test loss after one round)
-    from benchmark import Experiment, contract
+    from benchmark import Experiment
+    from benchmark.contract import checks as contract
 
     base = dict(algorithm=name, dataset="digits", model="mlp", num_clients=20, clients_per_round=10, rounds=2,
                 batch_size=32, lr=0.05, eval_every=1, eval_train_samples=300, seed=0)

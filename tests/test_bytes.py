@@ -1,13 +1,14 @@
 """Memory traffic of a local step (issue 24, item 3): what the vectorized step no longer moves, with the same
-results bit for bit, and the counter's per-operator bytes (benchmark.functional, benchmark.executors,
-benchmark.counting, benchmark.perf)."""
+results bit for bit, and the counter's per-operator bytes (benchmark.sim.functional, benchmark.sim.executors,
+benchmark.perf.counting, benchmark.perf.step_counts)."""
 import pytest
 import torch
 
 from algorithms.core.layout import ParamLayout
-from benchmark import executors as ex
-from benchmark import functional, perf
-from benchmark.counting import counting
+from benchmark.sim import executors as ex
+from benchmark.sim import functional
+from benchmark.perf import step_counts as perf
+from benchmark.perf.counting import counting
 
 # a BatchNorm model, 3 clients of unequal size, batch 8: partial batches and masked steps
 SMALL = perf.Setting("padded", "gradma_mlp", (1, 8, 8), 10, 3, 8, (5, 13, 21), 1, None)
@@ -71,7 +72,7 @@ def _round_and_wheres(monkeypatch, masked=None):
     if masked is not None:
         monkeypatch.setattr(ex, "masked_steps", masked)
     fr = perf._round(SMALL, "fedavg", "vectorized", 1, False, perf._data(SMALL))
-    from benchmark import engine
+    from benchmark.sim import engine
 
     with counting() as c:
         out = engine.local_training(fr.runs, fr.plans, fr.executor, fr.hypers, [()] * len(fr.runs))[0]
@@ -109,7 +110,7 @@ def test_unsafe_view_is_not_a_kernel():
 
 
 def test_counts_difference_keeps_negative_entries():
-    from benchmark.counting import Counts
+    from benchmark.perf.counting import Counts
 
     a, b = Counts(), Counts()
     a.op_bytes.update({"mul": 10}), b.op_bytes.update({"mul": 4, "where": 3})

@@ -1,4 +1,4 @@
-"""Cell claims (benchmark.cell_claims): one runner per cell, claims of dead runners taken over, records never
+"""Cell claims (benchmark.campaign.cell_claims): one runner per cell, claims of dead runners taken over, records never
 written twice."""
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import sys
 import threading
 import time
 
-from benchmark import cell_claims, store
-from benchmark.cell_claims import Claims, JobQueue, read_claim
+from benchmark.campaign import cell_claims
+from benchmark.runs import store
+from benchmark.campaign.cell_claims import Claims, JobQueue, read_claim
 
 
 def _foreign(folder, key, heartbeat_age: float, boot_id="another-machine"):
@@ -48,7 +49,7 @@ def test_a_claim_without_heartbeat_expires_after_the_ttl(tmp_path):
 
 
 def test_a_claim_of_a_dead_pid_on_this_machine_expires_at_once(tmp_path):
-    code = ("import sys; from benchmark.cell_claims import Claims; c = Claims(sys.argv[1], runner='dead', ttl=3600); "
+    code = ("import sys; from benchmark.campaign.cell_claims import Claims; c = Claims(sys.argv[1], runner='dead', ttl=3600); "
             "c.dir.mkdir(parents=True, exist_ok=True); assert c.try_claim('c1')")  # exits holding it (no release)
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env={**os.environ, "PYTHONPATH": "."})
     claim = read_claim(cell_claims.claims_dir(tmp_path) / "c1.claim")

@@ -1,4 +1,4 @@
-"""Checkpoints inside a run (``benchmark.checkpoint``): a stopped run resumes at the round it had reached, with
+"""Checkpoints inside a run (``benchmark.runs.checkpoint``): a stopped run resumes at the round it had reached, with
 the history and model of a run that never stopped; the runner resumes suites so and cleans up; checkpoints of
 other code, or that do not line up in a batched job, are ignored with a message; a failed write does not stop
 the run. Every registered algorithm passes ``contract.resumes`` (tests/test_contract.py)."""
@@ -8,8 +8,11 @@ import json
 import pytest
 import torch
 
-from benchmark import checkpoint, contract, engine, plan, runner
-from benchmark.contract import tiny_experiment
+from benchmark.runs import checkpoint, plan
+from benchmark.contract import checks as contract
+from benchmark.sim import engine
+from benchmark.campaign import runner
+from benchmark.contract.checks import tiny_experiment
 
 
 def _strip(history):
@@ -127,11 +130,12 @@ def test_saves_are_spaced_by_the_interval(tmp_path, monkeypatch):
 def test_status_lists_the_resumable_runs_and_counts_only_their_rounds_left(tmp_path, monkeypatch):
     """`fedrepro status` names each unfinished run with a checkpoint and its round, and the time left counts only
     the rounds a checkpoint does not hold."""
-    from benchmark import cost, status
+    from benchmark.runs import cost
+    from benchmark.campaign import status
 
     import shutil
 
-    from benchmark import cell_claims
+    from benchmark.campaign import cell_claims
 
     exps = [contract._digits(algorithm="fedavg", rounds=5, seed=s) for s in (0, 1)]
     folder = tmp_path / "mine" / "0.3.0"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import cli, runner
+from benchmark import cli
+from benchmark.campaign import runner
 from theory import empirical
 from theory.empirical import run as erun
 from theory.empirical.claim import Budget, Claim, Comparison, Margin, arm

@@ -23,7 +23,7 @@ def test_smoke_suite_runs_and_prints_its_leaderboard(tmp_path, monkeypatch, caps
     # the smoke suite itself, shortened to 2 rounds so the test stays fast
     import dataclasses
 
-    from benchmark import suite
+    from benchmark.campaign import suite
 
     real = suite.load_suite
 
@@ -87,7 +87,7 @@ def test_unknown_flag_exits_nonzero():
 
 
 def test_run_help_says_what_plain_run_does(capsys):
-    from benchmark.suite import load_suite
+    from benchmark.campaign.suite import load_suite
 
     with pytest.raises(SystemExit):
         main(["run", "--help"])
@@ -208,7 +208,7 @@ def test_every_command_ends_the_same_way(command, raised, code, text, monkeypatc
 def test_interrupt_and_a_dead_worker_print_the_resume_hint(monkeypatch, capsys, tmp_path):
     from concurrent.futures.process import BrokenProcessPool
 
-    from benchmark import runner
+    from benchmark.campaign import runner
 
     for raised, code in ((KeyboardInterrupt(), 130), (BrokenProcessPool("gone"), 1)):
         def stop(*a, raised=raised, **k):
@@ -243,7 +243,7 @@ def test_a_suite_takes_data_root_and_refuses_flags_that_change_its_cells(tmp_pat
     assert main(["run", "--suite", str(p), "--out", str(out), "--data-root", str(data), "--no-progress"]) == 0
     recs = [json.loads(f.read_text()) for f in out.glob("*.json")]
     assert len(recs) == 2 and {r["config"]["data_root"] for r in recs} == {str(data)}
-    from benchmark.suite import load_suite
+    from benchmark.campaign.suite import load_suite
 
     assert {r["config_hash"] for r in recs} == {c.config_hash for c in load_suite(str(p)).cells}
     capsys.readouterr()

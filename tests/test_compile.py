@@ -3,8 +3,8 @@ import dataclasses
 
 import pytest
 
-from benchmark.experiment import Experiment
-from benchmark.plan import run
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.plan import run
 
 BASE = dict(dataset="digits", partition="dirichlet:0.5", num_clients=4, rounds=2, local_epochs=1, batch_size=64,
             lr=0.05, eval_train_samples=100, executor="vectorized", device="cpu", model="logreg")
@@ -33,9 +33,9 @@ def test_compiled_step_equals_the_uncompiled_one():
 
 
 def test_compile_rule(monkeypatch):
-    """``executor="auto"`` compiles only where measured to pay (benchmark.cost.COMPILE_MEASURED); a named
+    """``executor="auto"`` compiles only where measured to pay (benchmark.runs.cost.COMPILE_MEASURED); a named
     vectorized executor compiles as asked; the sequential executor never does."""
-    from benchmark import cost
+    from benchmark.runs import cost
 
     assert cost.choose_compile(False, "auto", "vectorized", "cpu", "logreg", 10) == (False, None)
     assert cost.choose_compile(True, "auto", "sequential", "cpu", "logreg", 10)[0] is False
@@ -61,7 +61,7 @@ def test_compile_rule(monkeypatch):
 def test_plan_applies_and_records_the_compile_rule(monkeypatch):
     """The planner's decision reaches the round loop (``plan.start``'s LoopConfig) and the record, and the
     config hash stays the experiment's; a run that does not ask to compile records nothing new."""
-    from benchmark import cost, plan
+    from benchmark.runs import cost, plan
 
     monkeypatch.setattr(cost, "COMPILE_MEASURED", {("cpu", "logreg"): (0.5, 0.5, None)})
     exp = Experiment(**{**BASE, "executor": "auto"}, compile=True)
@@ -84,7 +84,7 @@ def test_compiled_batched_group_equals_uncompiled(algorithm):
     client state (SCAFFOLD's control variates) carried across rounds; one graph for both rounds."""
     from torch._dynamo.utils import counters
 
-    from benchmark.plan import run_group
+    from benchmark.runs.plan import run_group
 
     exps = [Experiment(**{**BASE, "lr": lr}, algorithm=algorithm) for lr in (0.05, 0.1)]
     plain = run_group(exps)
@@ -106,8 +106,8 @@ def test_compile_bench_times_and_agrees():
     state on: compared after unequal numbers of calls they differ by a round's update)."""
     import torch
 
-    from benchmark import compile_bench
-    from benchmark.workloads import Config
+    from benchmark.perf import compile_bench
+    from benchmark.perf.workloads import Config
 
     r = compile_bench.measure_compile(Config("digits", "logreg", (1, 8, 8), 10, 2, 8, 1, 16), torch.device("cpu"), 1)
     assert r["compile_seconds"] > 0 and all(len(v) == 1 for v in r["seconds"].values())
@@ -120,7 +120,7 @@ def test_compile_bench_times_and_agrees():
 def test_auto_with_compile_takes_the_faster_measured_executor(monkeypatch):
     """Where the compiled vectorized round is measured faster than the sequential one (and pays back its
     compile time), auto with compile takes it against the FLOPs rule; where it is slower, it does not."""
-    from benchmark import cost, plan
+    from benchmark.runs import cost, plan
 
     big = {**BASE, "executor": "auto", "batch_size": 64, "rounds": 100}
     monkeypatch.setattr(cost, "CPU_VECTORIZE_MAX_FLOPS", 0.0)  # the FLOPs rule alone: sequential
@@ -139,7 +139,7 @@ def test_compile_bench_records_are_not_bench_records(tmp_path):
     "configs" as executor timings and failed)."""
     import json
 
-    from benchmark import cost
+    from benchmark.runs import cost
 
     (tmp_path / "compile.json").write_text(json.dumps({"device": "cpu", "kind": "compile", "models": [{"model": "x"}]}))
     assert cost.latest_bench("cpu", [tmp_path]) is None

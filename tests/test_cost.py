@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from benchmark import Experiment, cost, run
+from benchmark import Experiment, run
+from benchmark.runs import cost
 from benchmark.cli import main
 
 
@@ -98,7 +99,7 @@ def test_list_suites_shows_cost_columns(capsys):
 
 
 def test_device_type():
-    from benchmark import plan
+    from benchmark.runs import plan
 
     assert plan.device_type("cpu") == "cpu"
     assert plan.device_type("auto") == plan.device_type(None) == ("cuda" if torch.cuda.is_available() else "cpu")

@@ -1,10 +1,10 @@
-"""Host syncs, kernels and bytes counted on the CPU (benchmark.counting, benchmark.perf; issue 24)."""
+"""Host syncs, kernels and bytes counted on the CPU (benchmark.perf.counting, benchmark.perf.step_counts; issue 24)."""
 import pytest
 import torch
 
-from benchmark import executors as ex
-from benchmark import perf
-from benchmark.counting import counting
+from benchmark.sim import executors as ex
+from benchmark.perf import step_counts as perf
+from benchmark.perf.counting import counting
 
 SEEDS = ("fedavg", "scaffold", "fedbat", "fedswa", "fedmoswa", "gradma", "bherd", "lfl")
 TINY = perf.Setting("padded", "gradma_mlp", (1, 8, 8), 10, 2, 8, (5, 13), 1, None)  # BatchNorm, partial batches
@@ -104,7 +104,7 @@ def test_compiled_counting_counts_fused_kernels():
     """Inductor's kernels (one fused elementwise kernel) and the extern ``mm`` are counted, not the eager
     operations the dispatch counter sees (dynamo runs eagerly under a dispatch mode); a planted graph break
     adds a graph and a kernel. The profiler count of eager code equals the dispatch count."""
-    from benchmark.counting import compiled_counting, kernel_profile
+    from benchmark.perf.counting import compiled_counting, kernel_profile
 
     x, w = torch.randn(8, 4), torch.randn(4, 3)
     with counting() as eager:
@@ -129,7 +129,7 @@ def test_compiled_counting_counts_fused_kernels():
 
 
 def test_compiled_counting_refuses_a_compilation_inside():
-    from benchmark.counting import compiled_counting
+    from benchmark.perf.counting import compiled_counting
 
     def f(x):
         return (x * 3).cos()

@@ -8,7 +8,7 @@ import torch
 
 from benchmark import Experiment, run
 from benchmark import datasets as D
-from benchmark.federated_dataset import FederatedDataset
+from benchmark.datasets.federated_dataset import FederatedDataset
 from tests.test_datasets import make_idx
 
 

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from benchmark import datasets as D
-from benchmark.federated_dataset import FederatedDataset
+from benchmark.datasets.federated_dataset import FederatedDataset
 
 RNG = np.random.default_rng(1234)
 

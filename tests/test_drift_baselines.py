@@ -8,7 +8,7 @@ import torch
 import algorithms
 from algorithms.core import optim
 from algorithms.core import Message, ParamLayout, RoundInfo, make_hyper, stack_trees
-from benchmark.executors import Batch
+from benchmark.sim.executors import Batch
 from tests.helpers import assert_same_history, run_tiny, tiny_bn_model, tiny_dataset
 
 

@@ -2,7 +2,7 @@
 and budgets; the claims runner tunes through the one tuning pipeline, runs the final seeds look by look (each
 look's new seeds in one call of the runner), stops when decided or when the CPU budget is spent, and resumes;
 ``fedrepro claims --quick`` runs end to end and writes its report; the fixed-5-seed records of 0.2.0 get a
-clear answer; leaderboards of reduced suites stop comparing with full-scale numbers (benchmark/report.py), and
+clear answer; leaderboards of reduced suites stop comparing with full-scale numbers (benchmark/reports/leaderboard.py), and
 ``fedrepro report --compare`` lists what moved."""
 import csv
 import json
@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import Experiment, cli, report, runner
+from benchmark import Experiment, cli
+from benchmark.reports import leaderboard as report
+from benchmark.campaign import runner
 from theory import empirical
 from theory.empirical import run as erun
 from theory.empirical.claim import METRICS, VERDICTS, Claim, Comparison, Margin, arm

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from benchmark import Experiment, FederatedDataset, run
-from benchmark import executors as ex
+from benchmark.sim import executors as ex
 from tests.helpers import run_tiny, tiny_dataset, tiny_model
 
 
@@ -70,7 +70,7 @@ def test_model_weights_returned_are_the_final_global_model():
 
 
 def test_client_sampling_is_without_replacement_and_uniform():
-    from benchmark import engine
+    from benchmark.sim import engine
 
     seen = []
     orig = ex.SequentialExecutor.run
@@ -182,7 +182,7 @@ def test_nothing_of_a_forward_is_stored_on_the_model():
     objects as before; the step's tensors travel as arguments and results."""
     import algorithms
     from algorithms.core import optim
-    from benchmark import engine
+    from benchmark.sim import engine
 
     data = tiny_dataset()
     torch.manual_seed(0)
@@ -206,7 +206,7 @@ def test_dropout_masks_are_the_clients_counter_rng_draws():
     """A dropout mask is the draw ``CounterRng.uniform`` makes at that point of the client's sequence (the
     stream reserved before the forward): the functional model and the rng stay one rule."""
     from algorithms.core import CounterRng
-    from benchmark.functional import next_stream, stream_uniform
+    from benchmark.sim.functional import next_stream, stream_uniform
 
     a, b = CounterRng(torch.tensor(11)), CounterRng(torch.tensor(11))
     a.uniform((3,))

@@ -2,7 +2,7 @@
 import pytest
 
 import algorithms
-from benchmark import contract
+from benchmark.contract import checks as contract
 from tests.helpers import assert_same_history, run_tiny, tiny_bn_model
 
 

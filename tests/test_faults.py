@@ -18,7 +18,8 @@ from typing import Callable
 
 import pytest
 
-from benchmark import runner, store
+from benchmark.campaign import runner
+from benchmark.runs import store
 from tests.faults import (alive, cmdline, descendants, fedrepro, metrics, popen_fedrepro,
                           read_only_dir_fixture, record_files, wait_gone, write_tiny_suite)  # noqa: F401
 

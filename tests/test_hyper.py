@@ -6,7 +6,7 @@ import math
 import pytest
 
 import algorithms
-from benchmark import contract
+from benchmark.contract import checks as contract
 from algorithms.core import hyper
 from algorithms.core import make_hyper
 from algorithms.core.hyper import HyperparameterError, Range, choice, param

@@ -106,7 +106,7 @@ def test_library_modules_take_no_argparse_namespace():
     """Handlers live in benchmark.cli; a library module that parses flags or reads ``a.<flag>`` is a finding."""
     found = []
     for name, (path, _) in modules(ROOT).items():
-        if name.startswith(TOP) or name == "benchmark.asv_history":  # asv_history is a script (python -m)
+        if name.startswith(TOP) or name == "benchmark.perf.asv_history":  # asv_history is a script (python -m)
             continue
         if "argparse" in path.read_text() or "add_parser(" in path.read_text():
             found.append(name)
@@ -195,17 +195,18 @@ def test_checker_catches_a_planted_cycle_and_upward_import(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------
-# One place decides how runs run (benchmark.plan), one place runs rounds (benchmark.engine)
+# One place decides how runs run (benchmark.runs.plan), one place runs rounds (benchmark.sim.engine)
 
-PLANNER = "benchmark.plan"
-ENGINE = "benchmark.engine"
+PLANNER = "benchmark.runs.plan"
+ENGINE = "benchmark.sim.engine"
+EXECUTORS = "benchmark.sim.executors"
 #: the server side of a round: only the engine calls an algorithm's broadcast and aggregate
 ROUND_CALLS = ("broadcast", "aggregate")
 #: building an executor's round inputs is running a round
 ROUND_TYPES = ("RoundInputs", "RunRound")
-#: benchmark.batched's probe broadcasts once to get a downlink for a vmap test: no round; the asv
-#: benchmarks time a round by hand only for old commits without benchmark.workloads (_legacy_rounds)
-ROUND_EXEMPT = {("benchmark.batched", "broadcast"), ("benchmark.asv.benchmarks", "broadcast"),
+#: benchmark.runs.batched's probe broadcasts once to get a downlink for a vmap test: no round; the asv
+#: benchmarks time a round by hand only for old commits without the workloads module (_legacy_rounds)
+ROUND_EXEMPT = {("benchmark.runs.batched", "broadcast"), ("benchmark.asv.benchmarks", "broadcast"),
                 ("benchmark.asv.benchmarks", "aggregate")}
 
 
@@ -252,7 +253,7 @@ def round_findings(root: Path) -> list[str]:
             if isinstance(f, ast.Attribute) and f.attr in ROUND_CALLS and ast.unparse(f.value) != "engine" \
                     and (name, f.attr) not in ROUND_EXEMPT:
                 found.append(f"{name}: {ast.unparse(f)}()")
-            elif ast.unparse(f).split(".")[-1] in ROUND_TYPES and name != "benchmark.executors":
+            elif ast.unparse(f).split(".")[-1] in ROUND_TYPES and name != EXECUTORS:
                 found.append(f"{name}: {ast.unparse(f)}()")
     return sorted(found)
 
@@ -267,21 +268,21 @@ def test_only_the_engine_runs_rounds():
 
 def test_the_how_and_round_checks_catch_planted_violations(tmp_path):
     root = _tree(tmp_path, {
-        "benchmark/plan.py": "import torch\ndef resolve(d=None):\n    return torch.cuda.is_available()\n"
-                             "def plan(exps, group_runs=None):\n    return default_group_runs('cpu')\n",
-        "benchmark/engine.py": "def round(alg, s, u, w):\n    return alg.aggregate(s, u, w)\n",
-        "benchmark/bench.py": "import torch\nfrom . import engine\n"
-                              "def dev():\n    return 'cuda' if torch.cuda.is_available() else 'cpu'\n"
-                              "def run(exps, group_runs=1, device='auto'):\n    return engine.aggregate(exps)\n",
-        "benchmark/batched.py": "def size(exp):\n    return default_group_runs('cpu', 'vectorized')\n",
+        "benchmark/runs/plan.py": "import torch\ndef resolve(d=None):\n    return torch.cuda.is_available()\n"
+                                  "def plan(exps, group_runs=None):\n    return default_group_runs('cpu')\n",
+        "benchmark/sim/engine.py": "def round(alg, s, u, w):\n    return alg.aggregate(s, u, w)\n",
+        "benchmark/perf/bench.py": "import torch\nfrom benchmark.sim import engine\n"
+                                   "def dev():\n    return 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+                                   "def run(exps, group_runs=1, device='auto'):\n    return engine.aggregate(exps)\n",
+        "benchmark/runs/batched.py": "def size(exp):\n    return default_group_runs('cpu', 'vectorized')\n",
         "theory/runs.py": "def rnd(alg, server, ups, w):\n    d = alg.broadcast(server)\n"
                           "    return alg.aggregate(server, ups, w), RoundInputs(alg, d)\n",
     })
     assert how_findings(root) == [
-        "benchmark.batched: resolves a group size (default_group_runs)",
-        "benchmark.bench: resolves a device (torch.cuda.is_available)",
-        "benchmark.bench: run(device='auto') sets a default",
-        "benchmark.bench: run(group_runs=1) sets a default"]
+        "benchmark.perf.bench: resolves a device (torch.cuda.is_available)",
+        "benchmark.perf.bench: run(device='auto') sets a default",
+        "benchmark.perf.bench: run(group_runs=1) sets a default",
+        "benchmark.runs.batched: resolves a group size (default_group_runs)"]
     assert round_findings(root) == ["theory.runs: RoundInputs()", "theory.runs: alg.aggregate()",
                                     "theory.runs: alg.broadcast()"]
 

@@ -16,8 +16,9 @@ import torch
 
 import algorithms
 from algorithms.core import optim
-from benchmark import engine, plan
-from benchmark.experiment import Experiment, prepare
+from benchmark.sim import engine
+from benchmark.runs import plan
+from benchmark.runs.experiment import Experiment, prepare
 from tests import planted
 from tests.helpers import tiny_dataset, tiny_model
 from theory.problems import hetero_quadratic

@@ -1,10 +1,11 @@
-"""The batched-group memory model (``benchmark.batched.run_bytes``, used by ``default_group_runs``) against the
-peak measured for one round (``benchmark.memory``; issue 24, item 3)."""
+"""The batched-group memory model (``benchmark.runs.batched.run_bytes``, used by ``default_group_runs``) against the
+peak measured for one round (``benchmark.perf.memory``; issue 24, item 3)."""
 import sys
 
 import pytest
 
-from benchmark import batched, memory
+from benchmark.runs import batched
+from benchmark.perf import memory
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the peak is read from /proc (Linux)")
 

@@ -12,7 +12,7 @@ from algorithms.core import optim
 from algorithms.fedmlb import branched_loss
 from algorithms.moon import contrastive_loss
 from benchmark import models
-from benchmark.executors import Batch, ClientContext, ClientShare, FunctionalModel, LocalSetup
+from benchmark.sim.executors import Batch, ClientContext, ClientShare, FunctionalModel, LocalSetup
 from tests.helpers import assert_same_history, run_tiny, tiny_bn_model
 
 

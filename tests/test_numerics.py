@@ -1,9 +1,10 @@
-"""The numerics policy (benchmark.numerics): applied by one function to runs and to validate, recorded."""
+"""The numerics policy (benchmark.sim.numerics): applied by one function to runs and to validate, recorded."""
 import torch
 
-from benchmark import numerics, validate
-from benchmark.experiment import Experiment
-from benchmark.plan import run
+from benchmark.sim import numerics
+from benchmark.perf import validate
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.plan import run
 
 TINY = dict(dataset="digits", num_clients=3, rounds=1, local_steps=1, batch_size=16, eval_train_samples=50,
             executor="vectorized", device="cpu")

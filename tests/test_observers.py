@@ -1,4 +1,4 @@
-"""The engine's observers (benchmark/engine.py): they see every round, client and step, change no number,
+"""The engine's observers (benchmark/sim/engine.py): they see every round, client and step, change no number,
 and both executors give them the same diagnostics."""
 import math
 
@@ -8,9 +8,10 @@ import torch
 
 import algorithms
 from algorithms.core import Algorithm, Message, diagnose
-from benchmark import Experiment, engine, run
-from benchmark import executors as ex
-from benchmark.experiment import prepare
+from benchmark import Experiment, run
+from benchmark.sim import engine
+from benchmark.sim import executors as ex
+from benchmark.runs.experiment import prepare
 from tests.helpers import run_tiny, tiny_dataset, tiny_model
 
 

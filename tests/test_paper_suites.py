@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark import runner
+from benchmark.campaign import runner
 
 WITH_REFERENCES = [n for n in runner.suite_names() if runner.load_suite(n).references]
 

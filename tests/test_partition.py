@@ -1,4 +1,4 @@
-"""Invariants of benchmark.partition: property tests (hypothesis) plus examples and error cases."""
+"""Invariants of benchmark.datasets.partition: property tests (hypothesis) plus examples and error cases."""
 import json
 import warnings
 
@@ -8,7 +8,7 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from benchmark import partition as P
+from benchmark.datasets import partition as P
 
 PROPS = settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,7 +6,7 @@ of test_partition.py, whose strategies include this kind."""
 import numpy as np
 import pytest
 
-from benchmark import partition as P
+from benchmark.datasets import partition as P
 
 MNIST_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
 

@@ -1,11 +1,13 @@
-"""benchmark/plan.py: the how of a list of experiments decided once, with reasons in every record, and the
+"""benchmark/runs/plan.py: the how of a list of experiments decided once, with reasons in every record, and the
 dry run planning exactly what the run runs."""
 import dataclasses
 
 import pytest
 import torch
 
-from benchmark import Experiment, plan, runner, store
+from benchmark import Experiment
+from benchmark.runs import plan, store
+from benchmark.campaign import runner
 
 
 def _digits(**kw):
@@ -69,7 +71,7 @@ def test_threads_rule():
 def test_executor_planned_from_the_experiment_matches_the_run():
     """The planner decides the executor before any data is read; the run uses exactly that executor (the
     dry run and the run cannot disagree)."""
-    from benchmark import workloads
+    from benchmark.perf import workloads
 
     cfg = workloads.Config("t", "fedbat_cnn", (1, 28, 28), 10, 2, 64, 1, samples_per_client=64)
     cnn = Experiment(dataset=workloads.synthetic_data(cfg), model="fedbat_cnn", num_clients=None, rounds=1,

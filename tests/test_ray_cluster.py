@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import runner
+from benchmark.campaign import runner
 from tests.faults import cli_env, cmdline, descendants, kill_pids, metrics, wait_gone, write_tiny_suite
 
 pytest.importorskip("ray", reason="Ray is installed with the test extras")

@@ -35,7 +35,7 @@ def _run_without_extras(code: str, tmp_path) -> subprocess.CompletedProcess:
 def test_cli_runs_from_the_source_tree_without_extras(tmp_path):
     code = """
         from benchmark.cli import main
-        from benchmark.experiment import code_version
+        from benchmark.runs.experiment import code_version
         assert code_version()["package"] not in ("0+unknown", None), code_version()
         for argv in (["list", "suites"], ["run", "--suite", "smoke", "--dry-run", "--device", "cpu"],
                      ["bench", "--help"], ["validate", "--help"], ["run", "--help"]):
@@ -69,7 +69,7 @@ def test_a_run_writes_its_record_without_extras(tmp_path):
 def test_package_version_prefers_the_source_tree(monkeypatch):
     import importlib.metadata as md
 
-    from benchmark import experiment
+    from benchmark.runs import experiment
 
     monkeypatch.setattr(md, "version", lambda name: "9.9.9")
     assert experiment.package_version() != "9.9.9"  # pyproject.toml beside the package wins
@@ -88,7 +88,7 @@ def test_nothing_imports_the_extras_at_module_level():
         for path in (ROOT / pkg).rglob("*.py"):
             if "asv" in path.parts:
                 continue  # the asv benchmarks run under asv
-            if path.name in ("pytest_plugin.py", "contract_tests.py"):
+            if path.name in ("pytest_plugin.py", "plugin_tests.py"):
                 continue  # the pytest plugin (`pytest --fedrepro-plugin`): loaded by pytest only, never by the library
             tree = ast.parse(path.read_text())
             for node in tree.body:  # module level only; lazy imports inside functions are fine

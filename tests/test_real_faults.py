@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark import cell_claims, oom, runner, store
+from benchmark.campaign import cell_claims, runner
+from benchmark.runs import oom, store
 from benchmark.cli import main
 from tests.faults import ROOT, cli_env, fedrepro, metrics, write_tiny_suite
 

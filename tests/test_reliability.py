@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import Experiment, engine, experiment, plan, run, runner, store
+from benchmark import Experiment, run
+from benchmark.sim import engine
+from benchmark.runs import experiment, plan, store
+from benchmark.campaign import runner
 from benchmark.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -2,7 +2,7 @@
 columns, so different experiments are never averaged together."""
 from __future__ import annotations
 
-from benchmark import report
+from benchmark.reports import leaderboard as report
 
 
 def _rec(algorithm, seed, acc, **cfg):

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmark import compare, report, suite
+from benchmark.reports import compare, leaderboard as report
+from benchmark.campaign import suite
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import report, runner, store
+from benchmark.reports import leaderboard as report
+from benchmark.campaign import runner
+from benchmark.runs import store
 
 SUITE = """
 name = "{name}"

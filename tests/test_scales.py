@@ -7,8 +7,9 @@ import math
 
 import pytest
 
-from benchmark import cost, runner
-from benchmark.experiment import Experiment, prepare
+from benchmark.runs import cost
+from benchmark.campaign import runner
+from benchmark.runs.experiment import Experiment, prepare
 from theory import empirical
 from theory.empirical import metrics
 from theory.empirical import run as erun

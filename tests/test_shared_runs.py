@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark import Experiment, cell_claims, plan, runner, status, store
+from benchmark import Experiment
+from benchmark.campaign import cell_claims, runner, status
+from benchmark.runs import plan, store
 from benchmark.cli import main
 from tests.faults import (KILL_ONCE_ENV, cli_env, descendants, killer_model, metrics, popen_fedrepro, wait_gone,
                           write_tiny_suite)

@@ -1,4 +1,4 @@
-"""benchmark.store: checksummed records, unreadable records found and moved aside, writes that never lose a run."""
+"""benchmark.runs.store: checksummed records, unreadable records found and moved aside, writes that never lose a run."""
 import json
 import os
 import stat
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import store
+from benchmark.runs import store
 from tests.faults import read_only_dir_fixture  # noqa: F401 - the read_only_dir fixture
 
 

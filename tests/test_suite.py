@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from benchmark import suite
-from benchmark.suite import SuiteError, load_suite
+from benchmark.campaign import suite
+from benchmark.campaign.suite import SuiteError, load_suite
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BEFORE = json.loads((ROOT / "tests" / "data" / "suite_cells_9a676fb.json").read_text())
@@ -39,7 +39,7 @@ def error(tmp_path, body) -> str:
 
 @pytest.mark.parametrize("name", sorted(BEFORE))
 def test_every_shipped_suite_keeps_its_cells_and_references(name):
-    """The cells (config hashes, in order) and their references, as loaded by the code before benchmark.suite
+    """The cells (config hashes, in order) and their references, as loaded by the code before benchmark.campaign.suite
     (9a676fb): stricter checking changed no committed cell."""
     s = load_suite(name)
     assert len(s.cells) == BEFORE[name]["cells"]

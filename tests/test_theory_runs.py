@@ -1,4 +1,4 @@
-"""theory/runs.py: the claims run the benchmark's own path (benchmark.plan.run: experiment.prepare + the engine's round loop) with
+"""theory/runs.py: the claims run the benchmark's own path (benchmark.runs.plan.run: experiment.prepare + the engine's round loop) with
 observers, and nothing in theory/ patches the code it checks."""
 import ast
 import pathlib

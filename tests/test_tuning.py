@@ -1,4 +1,4 @@
-"""The tuning protocol (benchmark/tuning.py, ``fedrepro tune``) and the validation split it selects on
+"""The tuning protocol (benchmark/campaign/tuning.py, ``fedrepro tune``) and the validation split it selects on
 (datasets ``validation``): selection never sees the test set, final seeds are fresh, reruns resume."""
 import json
 
@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from benchmark import Experiment, cli, datasets, tuning
-from benchmark.experiment import load_dataset
+from benchmark import Experiment, cli, datasets
+from benchmark.campaign import tuning
+from benchmark.runs.experiment import load_dataset
 
 BASE = Experiment(algorithm="fedavg", dataset="digits", model="logreg", partition="iid", num_clients=5,
                   rounds=3, local_steps=3, batch_size=32, eval_every=3, executor="sequential")
@@ -117,7 +118,7 @@ def test_tune_command(tmp_path, capsys):
 
 
 def test_a_choice_at_an_end_of_its_grid_is_named_by_value():
-    from benchmark.tuning import grid_end
+    from benchmark.campaign.tuning import grid_end
 
     lrs = [{"lr": 1.0}, {"lr": 0.1}, {"lr": 0.01}]  # declared in descending order, as FedBAT's grid
     assert grid_end(lrs, 0) == "the largest lr of the grid"

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from benchmark import executors, validate
+from benchmark.sim import executors
+from benchmark.perf import validate
 from benchmark.cli import main
 
 

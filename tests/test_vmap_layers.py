@@ -1,4 +1,4 @@
-"""Layers that fold clients into channels under vmap (benchmark.vmap_layers): the same values as the
+"""Layers that fold clients into channels under vmap (benchmark.sim.vmap_layers): the same values as the
 ordinary layers (bit for bit where the module docstring says so), gradients against autograd's, and the
 layout copies and separate affine passes they remove, counted."""
 import pytest
@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch.func import grad, vmap
 
-from benchmark import functional, vmap_layers
-from benchmark.counting import counting
+from benchmark.sim import functional, vmap_layers
+from benchmark.perf.counting import counting
 
 CLIENTS, N = 3, 6
 

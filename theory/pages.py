@@ -323,10 +323,10 @@ def _pair(x: dict, with_setting: bool) -> str:
 
 
 def grid_end_lines(blocks: list[dict], noise: str | None = None) -> list[str]:
-    """Per scale, the tuning choices at an end of their grid (``benchmark.tuning.grid_end``): a verdict between arms
+    """Per scale, the tuning choices at an end of their grid (``benchmark.campaign.tuning.grid_end``): a verdict between arms
     tuned at their grid's ceiling answers "under this grid", which a reader of the verdicts should see. ``noise``:
     the path of the tuning-noise page beside the claims report, where there is one."""
-    from benchmark.tuning import chosen_at_end, point_label
+    from benchmark.campaign.tuning import chosen_at_end, point_label
 
     out = []
     for p in blocks:
@@ -506,7 +506,7 @@ def link(target: Path, out: Path | None) -> str:
 
 
 def leaderboards_section(paper: str, results: Path, out: Path | None = None) -> list[str]:
-    from benchmark import runner
+    from benchmark.campaign import runner
 
     md = ["## Leaderboards beside the paper's numbers", ""]
     suites = NOTES[paper]["suites"]
@@ -533,7 +533,7 @@ def leaderboards_section(paper: str, results: Path, out: Path | None = None) -> 
 
 
 def gpu_section(paper: str) -> list[str]:
-    from benchmark import runner
+    from benchmark.campaign import runner
 
     md = ["## Reproduce the paper's tables on a GPU", "",
           "From the repository root on a machine with a CUDA GPU and the datasets under `.data` (Fashion-MNIST "

@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from benchmark.federated_dataset import FederatedDataset
+from benchmark.datasets.federated_dataset import FederatedDataset
 
 
 @dataclass

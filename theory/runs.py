@@ -1,8 +1,8 @@
 """How the claims run the project's algorithms: through the benchmark's own path, with observers.
 
-There is one way to train here, the benchmark's: ``benchmark.plan.run`` plans an ``Experiment`` and executes
-it (the data, partition, model and algorithm built by ``benchmark.experiment.prepare``, the round loop of
-``benchmark.engine``). The claims only add observers (``benchmark.engine``), which record without changing a
+There is one way to train here, the benchmark's: ``benchmark.runs.plan.run`` plans an ``Experiment`` and executes
+it (the data, partition, model and algorithm built by ``benchmark.runs.experiment.prepare``, the round loop of
+``benchmark.sim.engine``). The claims only add observers (``benchmark.sim.engine``), which record without changing a
 number:
 
 * :class:`ParamTrace`: the global model before round 0 and after every round (float64, CPU), the
@@ -11,10 +11,10 @@ number:
 * :class:`Diagnostics`: what an algorithm sends with ``algorithms.core.diagnose`` (GradMA's QP_l
   corrections, BHerd's stored steps and selection, FedBAT's latent update and step sizes), per client.
 
-:func:`trace` runs an ``Experiment`` with ``benchmark.plan.run`` itself. :func:`run_problem` runs a convex
+:func:`trace` runs an ``Experiment`` with ``benchmark.runs.plan.run`` itself. :func:`run_problem` runs a convex
 toy problem (``theory.problems``) with a step-size schedule the ``Experiment`` cannot express (eta(t) =
 alpha/(t + beta) per round, FedBAT's eta_t = 2/(mu(gamma + t)) per cumulative local step): the same
-``benchmark.plan.run``, with its ``lr_schedule`` and :class:`InverseTimeSGD` as the local optimizer.
+``benchmark.runs.plan.run``, with its ``lr_schedule`` and :class:`InverseTimeSGD` as the local optimizer.
 
 :func:`run_lfl` (written for LFL's checks, shared with FedBAT's) wraps :func:`run_problem` into a
 :class:`Run` of float64 arrays, with the per-step ||g||^2 when asked (``StepGradSq``); :func:`start_point`
@@ -31,9 +31,9 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from benchmark import engine
-from benchmark.experiment import Experiment
-from benchmark.plan import run as run_experiment
+from benchmark.sim import engine
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.plan import run as run_experiment
 from theory.outcome import CheckContext
 from theory.provenance import check_algorithm
 
@@ -159,7 +159,7 @@ def _trace_of(rec: ParamTrace, status: str, executor: str, exp, final: dict | No
 
 def trace(exp: Experiment, *, init: torch.Tensor | None = None, server_keys: Sequence[str] = (),
           hook: Callable | None = None, observers: Sequence = ()) -> Trace:
-    """Run ``exp`` with ``benchmark.plan.run`` (the benchmark's entry point) and record it.
+    """Run ``exp`` with ``benchmark.runs.plan.run`` (the benchmark's entry point) and record it.
 
     ``init``: the initial flat parameter vector (replaces the seeded initialisation). Runs on one thread.
     """

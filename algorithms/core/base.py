@@ -30,7 +30,7 @@ from .rng import Rng
 
 
 class LocalContext(Protocol):
-    """Provided by an executor to ``Algorithm.local_update`` (see ``benchmark/executors.py``).
+    """Provided by an executor to ``Algorithm.local_update`` (see ``benchmark/sim/executors.py``).
 
     Attributes
     ----------
@@ -95,7 +95,7 @@ class LocalContext(Protocol):
 
 
 def diagnose(ctx: Any, name: str, value: Any) -> None:
-    """Send a diagnostic from ``local_update`` to the run's observers (``benchmark.engine``).
+    """Send a diagnostic from ``local_update`` to the run's observers (``benchmark.sim.engine``).
 
     ``value``: a tensor, or a zero-argument callable returning one (called only when someone listens,
     so a diagnostic costs nothing in the benchmark's runs). Contexts without diagnostics (hand-written
@@ -171,7 +171,7 @@ class Algorithm:
     def check_optimizer(cls, hp: Any, optimizer: Any) -> None:
         """Raise ``optim.UnsupportedOptimizer`` (``optim.refuse``) for a local optimizer (``optim.SGD``,
         ``optim.Adam``, ...) this algorithm with hyperparameters ``hp`` has no stated rule for. Called before any
-        training (``Experiment.validate``, ``benchmark.engine.start``). The default accepts every optimizer:
+        training (``Experiment.validate``, ``benchmark.sim.engine.start``). The default accepts every optimizer:
         the local rule hands it a gradient and nothing is divided by the local steps or learning rate. An
         algorithm whose estimates assume plain SGD (SCAFFOLD's option II, FedNova's tau_i, ...) overrides it."""
 

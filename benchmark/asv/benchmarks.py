@@ -8,12 +8,13 @@ overhead-bound, and on a shared machine torch's intra-op threads make timings sw
 magnitude (benchmark/asv/README.md); one thread makes the recorded history comparable.
 """
 import dataclasses
+import importlib
 import os
 import sys
 import time
 
 if os.environ.get("FEDREPRO_ASV_ISOLATE"):
-    # benchmark/asv_history.py records an old commit from a worktree (ASV_PYTHONPATH): drop an editable
+    # benchmark/perf/asv_history.py records an old commit from a worktree (ASV_PYTHONPATH): drop an editable
     # install's import hooks, which would otherwise fill in the modules that commit does not have with
     # the installed tree's (a benchmark needing them must fail for that commit, not measure other code)
     sys.meta_path[:] = [f for f in sys.meta_path if not str(getattr(f, "__module__", "")).startswith("__editable__")]
@@ -31,18 +32,31 @@ def _pin_threads():
     torch.set_num_threads(THREADS)
 
 
+def _module(new: str, old: str):
+    """The module ``new`` (benchmark/ in sub-packages by role), else ``old`` (the commits before that layout):
+    ``benchmark/perf/asv_history.py`` records old commits with today's benchmarks. ImportError when neither
+    exists."""
+    try:
+        return importlib.import_module(new)
+    except ModuleNotFoundError as e:
+        if e.name is None or not (new == e.name or new.startswith(e.name + ".")):
+            raise  # a module that ``new`` imports is missing, not ``new`` itself
+    return importlib.import_module(old)
+
+
 class _RoundWorkload:
     """One FedAvg round (local updates and aggregation, from a prepared round: sampling, schedules and
-    broadcast done once) of each executor, through the engine as ``benchmark.plan`` plans it
-    (``benchmark.workloads.FederatedRound``). ``build(input_shape, classes)`` makes the model; the data are
-    random: ``clients`` clients of 4 batches each. Commits without ``benchmark.workloads`` time the same
-    round through their executors' own API (:func:`_legacy_rounds`), so that ``benchmark/asv_history.py``
-    can still record them with today's benchmarks."""
+    broadcast done once) of each executor, through the engine as ``benchmark.runs.plan`` plans it
+    (``benchmark.perf.workloads.FederatedRound``; ``benchmark.workloads`` before the sub-packages).
+    ``build(input_shape, classes)`` makes the model; the data are random: ``clients`` clients of 4 batches
+    each. Commits without workloads time the same round through their executors' own API
+    (:func:`_legacy_rounds`), so that ``benchmark/perf/asv_history.py`` can still record them with today's
+    benchmarks."""
 
     def __init__(self, build, input_shape, clients: int, batch_size: int, local_steps: int, seed: int = 0):
         try:
-            from benchmark import workloads
-            from benchmark.experiment import Experiment
+            workloads = _module("benchmark.perf.workloads", "benchmark.workloads")
+            Experiment = _module("benchmark.runs.experiment", "benchmark.experiment").Experiment
         except ImportError:  # commits before benchmark/workloads.py: their executors' own API
             self.rounds = _legacy_rounds(build(tuple(input_shape), 10), input_shape, clients, batch_size,
                                          local_steps, seed)
@@ -175,8 +189,7 @@ class Partition:
         self.labels = np.random.default_rng(0).integers(0, 10, 60_000)
 
     def time_dirichlet(self):
-        from benchmark import partition
-
+        partition = _module("benchmark.datasets.partition", "benchmark.partition")
         partition.split(self.labels, "dirichlet:0.3", 100, 0)
 
 
@@ -245,9 +258,9 @@ class AutoChoice:
 
     def setup(self):
         try:
-            from benchmark import plan
+            plan = _module("benchmark.runs.plan", "benchmark.plan")
         except ImportError:
-            raise NotImplementedError("benchmark.plan (executor auto) is not available at this commit") from None
+            raise NotImplementedError("the planner (executor auto) is not available at this commit") from None
         _pin_threads()
         k, b, s = self.workload_shape
         self.workload = _RoundWorkload(_fedbat_cnn, (1, 28, 28), k, b, s)
@@ -275,15 +288,16 @@ class BatchedRuns:
 
     def setup(self):
         try:
-            from benchmark import bench
-            from benchmark.plan import run_group  # noqa: F401
-        except ImportError:
+            # the runs workload: benchmark/perf/workloads.py, or benchmark/bench.py before the sub-packages
+            workloads = _module("benchmark.perf.workloads", "benchmark.bench")
+            _module("benchmark.runs.plan", "benchmark.plan").run_group  # noqa: B018 (batched runs exist)
+        except (ImportError, AttributeError):
             raise NotImplementedError("batched runs are not available at this commit") from None
         _pin_threads()
         k, b, s = self.workload_shape
-        cfg = bench.Config("digits", "logreg", (1, 8, 8), 10, k, b, s, samples_per_client=4 * b)
-        self.workload = bench.RunsWorkload(cfg, torch.device("cpu"), 6, 2)
-        for m in bench.RUN_METHODS:
+        cfg = workloads.Config("digits", "logreg", (1, 8, 8), 10, k, b, s, samples_per_client=4 * b)
+        self.workload = workloads.RunsWorkload(cfg, torch.device("cpu"), 6, 2)
+        for m in workloads.RUN_METHODS:
             self.workload.time_once(m)
 
     def track_batched_over_one_after_another(self):

@@ -71,7 +71,7 @@ def results_root(a) -> str:
     """The results root the flags of ``results_flags`` ask for."""
     if not getattr(a, "publish", False):
         return a.results or RUNS_DIR
-    from ..report import committed_results
+    from benchmark.reports.leaderboard import committed_results
 
     root = committed_results()
     if a.results:
@@ -83,7 +83,7 @@ def results_root(a) -> str:
 
 
 def experiment_flags(p: argparse.ArgumentParser) -> None:
-    from ..experiment import Experiment
+    from benchmark.runs.experiment import Experiment
 
     d = Experiment()
     g = p.add_argument_group("experiment (every Experiment field; unset flags keep the defaults)")
@@ -119,7 +119,7 @@ def experiment_flags(p: argparse.ArgumentParser) -> None:
                         f"model's (default {d.divergence_factor:g}; 'none': only NaN/inf)")
     g.add_argument("--executor", choices=["auto", "sequential", "vectorized"],
                    help="how local updates run (default auto: the faster one for this model, batch and device, "
-                        "by the rule of benchmark/cost.py; the run record says which and why)")
+                        "by the rule of benchmark/runs/cost.py; the run record says which and why)")
     g.add_argument("--compile", action="store_true", default=None,
                    help="torch.compile the vectorized local update (results equal to float tolerance; the record "
                         "gives the compile time; the sequential executor is never compiled)")
@@ -130,7 +130,7 @@ def experiment_flags(p: argparse.ArgumentParser) -> None:
 
 def experiments_from_args(a) -> tuple[list, bool]:
     """Experiments the flags ask for, and whether any experiment flag was given at all."""
-    from ..experiment import DICT_FIELDS, Experiment
+    from benchmark.runs.experiment import DICT_FIELDS, Experiment
 
     fields = {f.name for f in dataclasses.fields(Experiment)}
     given = {}

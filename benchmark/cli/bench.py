@@ -1,5 +1,5 @@
 """``fedrepro bench``: executor throughput, the centralized limit, the auto choice and batched runs
-(``benchmark.bench``)."""
+(``benchmark.perf.bench``)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import math
 import os
 import sys
 
-from ..bench import PRESETS, run_bench, table
+from benchmark.perf.bench import PRESETS, run_bench, table
 
 
 def cmd_bench(a) -> int:
@@ -94,7 +94,7 @@ def _vs_pfl(a, log) -> int:
 
 
 def _compile(a, log) -> int:
-    from .. import compile_bench
+    from benchmark.perf import compile_bench
 
     models = tuple(m.strip() for m in a.model.split(",") if m.strip()) if a.model else None
     result = compile_bench.run_compile_bench(a.preset, models, a.device, a.clients, a.batch_size, a.local_steps,
@@ -110,7 +110,7 @@ def _compile(a, log) -> int:
 
 
 def _counts(a, log) -> int:
-    from .. import perf
+    from benchmark.perf import step_counts as perf
 
     def names(text):
         return tuple(x.strip() for x in text.split(",") if x.strip())
@@ -162,7 +162,7 @@ def add_parser(sub) -> None:
                                                       "limit round, one batched job per model) to FILE")
     p.add_argument("--counts", action="store_true", help="instead of timing: count kernels, host syncs, unfused "
                    "bytes and FLOPs per local step (FedBAT Table 1's shapes, clean and padded; --clients and "
-                   "--batch-size change them) and the bound they imply on an H100 (benchmark.perf); exit 1 if a "
+                   "--batch-size change them) and the bound they imply on an H100 (benchmark.perf.step_counts); exit 1 if a "
                    "step syncs")
     p.add_argument("--algorithms", help="with --counts: comma-separated (default fedavg,fedbat,gradma)")
     p.add_argument("--executors", help="with --counts: comma-separated among sequential, vectorized, batched "
@@ -170,7 +170,7 @@ def add_parser(sub) -> None:
     p.add_argument("--settings", help="with --counts: clean, padded or both (default clean,padded)")
     p.add_argument("--compile", action="store_true", help="time the vectorized round compiled (torch.compile) "
                    "against uncompiled and sequential, interleaved in one process, compile time apart "
-                   "(benchmark.compile_bench); with --counts: also count each vectorized/batched step compiled "
+                   "(benchmark.perf.compile_bench); with --counts: also count each vectorized/batched step compiled "
                    "(inductor's kernels counted with torch.profiler)")
     p.add_argument("--per-op", action="store_true", help="with --counts: also a table of the bytes and kernels "
                    "per step of each ATen operator (where a step's memory traffic goes)")

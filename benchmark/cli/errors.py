@@ -21,8 +21,8 @@ import sys
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 
-from ..runner import DiskFull
-from ..store import StoreError
+from benchmark.campaign.runner import DiskFull
+from benchmark.runs.store import StoreError
 
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, StoreError)
 EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130

@@ -21,7 +21,8 @@ def cmd_list(a) -> int:
 
     import algorithms
 
-    from .. import datasets, models, partition
+    from benchmark import datasets, models
+    from benchmark.datasets import partition
 
     what = a.what
     if what in (None, "algorithms"):
@@ -48,7 +49,8 @@ def cmd_list(a) -> int:
     if what in (None, "partitions"):
         print("Partitions\n" + tabulate(list(partition.describe().items()), headers=["spec", "about"], tablefmt="github") + "\n")
     if what in (None, "suites"):
-        from .. import cost, plan, suite
+        from benchmark.runs import cost, plan
+        from benchmark.campaign import suite
 
         dev = plan.device_type(getattr(a, "device", None))
         bench = cost.latest_bench(dev)

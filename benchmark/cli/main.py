@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:
-    from ..store import CorruptRecordWarning
+    from benchmark.runs.store import CorruptRecordWarning
 
     if issubclass(category, CorruptRecordWarning):
         return f"fedrepro: warning: {message}\n"

@@ -1,5 +1,5 @@
-"""``fedrepro report``: a suite's leaderboard, CSV and plots (``benchmark.report``), the same from a folder of run
-records alone, the comparison of two versions (``benchmark.compare``), or the paper pages (``theory.pages``).
+"""``fedrepro report``: a suite's leaderboard, CSV and plots (``benchmark.reports.leaderboard``), the same from a folder of run
+records alone, the comparison of two versions (``benchmark.reports.compare``), or the paper pages (``theory.pages``).
 
 One handler per form (``FORMS``, tried in order: the first whose flag is given runs); a new form is a flag in
 ``add_parser`` and a handler here."""

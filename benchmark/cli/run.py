@@ -124,7 +124,7 @@ def _checked_run(a, exps: list) -> int:
 def _run_experiments(a, exps: list) -> int:
     from tabulate import tabulate
 
-    from ..plan import choose_threads, run
+    from benchmark.runs.plan import choose_threads, run
 
     warn_if_loaded()
     threads = choose_threads(1)
@@ -203,7 +203,7 @@ def selected_suite(a) -> suite.Suite:
     """The suite of ``--suite``, restricted by ``--only``, with ``--data-root``/``--download`` applied to every
     cell. A flag that would change what a cell computes (``--rounds``, ``--lr``, ``--seed``...) is refused: a
     suite's cells are its file's, and such a flag was once ignored without a word."""
-    from ..experiment import Experiment
+    from benchmark.runs.experiment import Experiment
 
     what = [f for f in (x.name for x in dataclasses.fields(Experiment))
             if getattr(a, f, None) is not None and f not in SUITE_HOW_FLAGS + ("device", "executor")]
@@ -305,7 +305,7 @@ def _data_missing(name: str, data_root: str | None) -> str | None:
 
 
 def cli_group_runs(a) -> int | None:
-    """``--group-runs`` as given (unset: None, the planner's default, ``benchmark.plan``)."""
+    """``--group-runs`` as given (unset: None, the planner's default, ``benchmark.runs.plan``)."""
     n = getattr(a, "group_runs", None)
     if n is not None and n < 1:
         raise suite.SuiteError(f"--group-runs must be >= 1, got {n}")

@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from .. import status, suite
+from benchmark.campaign import status, suite
 from . import args
 
 

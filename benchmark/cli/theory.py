@@ -1,12 +1,12 @@
-"""``fedrepro theory``: run the papers' claims and write a versioned report (``benchmark.report_theory``)."""
+"""``fedrepro theory``: run the papers' claims and write a versioned report (``benchmark.reports.theory_report``)."""
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
 
-from ..experiment import code_version
-from ..report_theory import counts_line, summary_counts, write_report
+from benchmark.runs.experiment import code_version
+from benchmark.reports.theory_report import counts_line, summary_counts, write_report
 from . import args
 from .errors import resume_hint
 

@@ -1,4 +1,4 @@
-"""``fedrepro tune``: the tuning protocol of ``benchmark.tuning`` from the command line."""
+"""``fedrepro tune``: the tuning protocol of ``benchmark.campaign.tuning`` from the command line."""
 from __future__ import annotations
 
 import json
@@ -39,8 +39,8 @@ def cmd_tune(a) -> int:
     from tabulate import tabulate
 
     from .args import experiments_from_args
-    from ..experiment import code_version
-    from ..tuning import TuningPlan, grid_end, point_label, tune
+    from benchmark.runs.experiment import code_version
+    from benchmark.campaign.tuning import TuningPlan, grid_end, point_label, tune
 
     grid = _parse_grid(a.grid)
     exps, _ = experiments_from_args(a)

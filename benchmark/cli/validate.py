@@ -1,11 +1,11 @@
-"""``fedrepro validate``: does this machine reproduce the CPU reference numbers (``benchmark.validate``)?"""
+"""``fedrepro validate``: does this machine reproduce the CPU reference numbers (``benchmark.perf.validate``)?"""
 from __future__ import annotations
 
 import json
 import os
 import sys
 
-from ..validate import ALGORITHMS, ATOL, RTOL, table, validate
+from benchmark.perf.validate import ALGORITHMS, ATOL, RTOL, table, validate
 
 
 def cmd_validate(a) -> int:

@@ -1,4 +1,4 @@
-"""Dataset loaders: every dataset comes back as a :class:`~benchmark.federated_dataset.FederatedDataset`.
+"""Dataset loaders: every dataset comes back as a :class:`~benchmark.datasets.federated_dataset.FederatedDataset`.
 
 ``load(name, data_root=None, download=False, seed=0, **options)`` is the one entry point; ``names()`` lists
 the datasets and ``info(name)`` describes one.
@@ -53,7 +53,7 @@ from .images import (CACHE_DIRNAME, CACHE_VERSION, FEDBAT_NORMALIZATION, IMAGENE
                      DataFileError)
 from .mnist import DEBIAN_FMNIST_DIRS, DEBIAN_FMNIST_PACKAGE, IDX_FILES
 from .mnist import _debian_fmnist_dirs  # noqa: F401  (tests; patch it on benchmark.datasets.mnist)
-from .registry import _REGISTRY, _resolve  # noqa: F401  (benchmark.batched, benchmark.cost)
+from .registry import _REGISTRY, _resolve  # noqa: F401  (benchmark.runs.batched, benchmark.runs.cost)
 from .registry import default_data_root, info, load, names, options
 from .svhn import SVHN_FILES
 from .synthetic import SYNTHETIC_CLASSES, SYNTHETIC_DIM, synthetic_arrays

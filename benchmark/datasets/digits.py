@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..federated_dataset import FederatedDataset
+from .federated_dataset import FederatedDataset
 from .images import _norm_default, _norm_off
 from .registry import _register
 

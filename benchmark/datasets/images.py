@@ -45,7 +45,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..federated_dataset import FederatedDataset
+from .federated_dataset import FederatedDataset
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from ..federated_dataset import FederatedDataset
+from .federated_dataset import FederatedDataset
 from .transforms import TRANSFORM_OPTIONS, _check_transforms, _check_validation, transform
 
 

@@ -24,7 +24,7 @@ import math
 import numpy as np
 import torch
 
-from ..federated_dataset import FederatedDataset
+from .federated_dataset import FederatedDataset
 from .registry import _register
 
 SYNTHETIC_DIM = 60

@@ -14,7 +14,7 @@ cache and the loaded tensors are unchanged when they keep their defaults (``tran
   test set is kept whole. ValueError if n < number of classes or n > training-set size.
 * ``validation``: ``None`` (default) or n: a validation split of n training samples (stratified, seed
   ``VALIDATION_SEED``) that the run evaluates on *instead of the test set* (the test set is not used at
-  all); for hyperparameter selection (``benchmark.tuning``). With ``train_subset`` the n samples come from
+  all); for hyperparameter selection (``benchmark.campaign.tuning``). With ``train_subset`` the n samples come from
   the training samples outside the subset, so a tuning run trains on exactly the subset a final run trains
   on; without it they are removed from the training data. See ``holdout_validation``.
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..federated_dataset import FederatedDataset
+from .federated_dataset import FederatedDataset
 
 #: generic transforms accepted by every dataset, applied by ``load`` after the loader (see ``transform``)
 TRANSFORM_OPTIONS = {"labels": "original", "train_subset": None, "validation": None}

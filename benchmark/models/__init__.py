@@ -47,11 +47,11 @@ functorch: every forward is a pure function of (parameters, buffers, input): no 
   mode; under ``vmap`` pass per-client (stacked) buffers, or thread them explicitly.
 * Dropout (lfl_cnn_*, gradma_lenet5, gradma_vgg11, on by default as in the papers/code) draws random
   masks: the executors' training copies replace ``nn.Dropout`` by a dropout whose mask is the client's
-  counter-based draw (``benchmark.functional``), so both executors draw the same masks (plain ``vmap``
+  counter-based draw (``benchmark.sim.functional``), so both executors draw the same masks (plain ``vmap``
   would need ``randomness="different"`` and draw others). ``dropout=False`` removes the dropout layers
   (parameter count unchanged).
 * BatchNorm and ``nn.MaxPool2d`` (stride = kernel, no padding) are swapped, in the executors' training
-  copies, for layers whose vmap rule folds the clients into the channels (``benchmark.vmap_layers``):
+  copies, for layers whose vmap rule folds the clients into the channels (``benchmark.sim.vmap_layers``):
   the same kernels without vmap's layout copies; models are written with the ordinary ``nn`` layers.
 
 Stages (``stages(module)``): algorithms that need intermediate representations (MOON's features,

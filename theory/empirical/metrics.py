@@ -48,7 +48,7 @@ def final_accuracy(rec: dict) -> float:
 
 
 def eval_rounds(rounds: int, every: int) -> list[int]:
-    """The rounds a run evaluates: every ``every``-th round and the last (``benchmark.engine``)."""
+    """The rounds a run evaluates: every ``every``-th round and the last (``benchmark.sim.engine``)."""
     return sorted(set(range(every, rounds + 1, every)) | {rounds})
 
 

@@ -2,7 +2,7 @@
 
 Per comparison (``claim.Comparison``), the per-seed values x_s come from runs that share the seed (so the
 partition, the initial model, the client sampling and the minibatch order; the first two are checked from
-the records' fingerprints, the last two come from streams keyed by the seed alone, benchmark/engine.py).
+the records' fingerprints, the last two come from streams keyed by the seed alone, benchmark/sim/engine.py).
 ``pair`` collects them, leaving out (and listing) seeds whose runs failed, are missing or do not pair; a run
 that diverged counts at chance level (``claim.final_accuracy``). The sequential verdicts built on them are in
 ``tracker`` (the decisions and their error control) and ``judge`` (from records to the report).

@@ -1,7 +1,7 @@
 """The empirical claims report: ``report.md``, ``report.json`` and one plot per claim and scale
 (``<id>.<scale>.png``, ``claim_key``), from the papers' results (``run.run_paper``).
 
-``report.json`` (read by ``benchmark.report.claim_verdicts``, ``benchmark.compare`` and the paper pages):
+``report.json`` (read by ``benchmark.reports.leaderboard.claim_verdicts``, ``benchmark.reports.compare`` and the paper pages):
 
 * ``code_version``, ``environment``, ``meta`` (scale, quick, wall_seconds, cpus, backend, jobs, load_start,
   load_end, note, looks, ``claims_file`` ({path, sha256} of a claims file of the user's, ``own``), and
@@ -40,9 +40,9 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from benchmark import store
-from benchmark.tuning import chosen_at_end
-from benchmark.experiment import code_version, environment
+from benchmark.runs import store
+from benchmark.campaign.tuning import chosen_at_end
+from benchmark.runs.experiment import code_version, environment
 from theory.stats.sequential import SKEW_ALLOWANCE
 
 from .claim import METRICS, VERDICTS
@@ -58,7 +58,7 @@ METHOD = (
     "Each claim is a paper's empirical statement with a metric, a boundary and a direction, tested on paired runs "
     "(the same seed gives every method the same partition, initial model, client sampling and minibatch order: "
     "the partition and the initial model are checked from the records' fingerprints, the sampling and batch streams "
-    "are keyed by the seed alone in benchmark/engine.py). Seeds are added in looks (the paper's budget, e.g. 5, 10, "
+    "are keyed by the seed alone in benchmark/sim/engine.py). Seeds are added in looks (the paper's budget, e.g. 5, 10, "
     "20, 40 paired seeds) and a comparison stops as soon as it is decided: SUPPORTED when the repeated confidence "
     "interval of the mean difference lies above the claim's boundary, CONTRADICTED when it lies below, NEGLIGIBLE "
     "when it lies within +-the claim's smallest effect that matters (declared in the claim's code with its reason, "

@@ -2,7 +2,7 @@
 spent: the cells through the benchmark's runner (resumable: records keyed by config hash, so a rerun replays
 the finished looks from their records and goes on), the verdicts through ``judge``.
 
-CPU scale: every (setting, arm) the claims need is tuned by ``benchmark.tuning`` (all tuning cells in one
+CPU scale: every (setting, arm) the claims need is tuned by ``benchmark.campaign.tuning`` (all tuning cells in one
 call of the runner), then the final seeds run in looks (``paper.BUDGET.looks``, e.g. 5, 10, 20, 40 paired
 seeds): at each look the arms of the comparisons still open get their next seeds, all in one call of the
 runner (which batches one arm's seeds into one job), and the comparisons and claims that are decided stop.
@@ -18,8 +18,9 @@ import statistics
 import time
 from pathlib import Path
 
-from benchmark import runner, store, tuning
-from benchmark.experiment import code_version
+from benchmark.campaign import runner, tuning
+from benchmark.runs import store
+from benchmark.runs.record import code_version
 from theory.stats.sequential import check_looks
 
 from . import is_own, paired
@@ -446,7 +447,7 @@ def report_folder(results_root, scale: str, paper: str | None = None, out=None) 
 
 def _report_roots(results_root) -> list:
     """Where an earlier claims report is looked for: the results root, then the repository's committed results."""
-    from benchmark.report import committed_results
+    from benchmark.reports.leaderboard import committed_results
 
     committed = committed_results()
     same = committed is not None and Path(results_root).resolve() == committed.resolve()

@@ -37,7 +37,7 @@ class Reduction:
 
 @dataclass(frozen=True)
 class CpuScale:
-    """The paper's regime at CPU size, with the tuning protocol of ``benchmark.tuning``.
+    """The paper's regime at CPU size, with the tuning protocol of ``benchmark.campaign.tuning``.
 
     ``settings``: setting name -> Experiment fields without algorithm and seed. ``kept``: what is the paper's
     (local work per round, participation, clients, partition, model family...). ``reductions``: what is not.

@@ -4,7 +4,7 @@ Made for claims 0.3.0, whose arms were tuned on one tuning seed (0.4.0 tunes on 
 point's spread over them, so a 0.4.0 scale is refused here). Every arm of those claims was tuned on seed 1000
 (``CpuScale.tune_seeds = (1000,)``): each grid point
 trains once on seed 1000 with a validation split held out of the training data, and the point with the best
-validation accuracy is the arm's (``benchmark.tuning.select``). When two grid points' scores differ by less than
+validation accuracy is the arm's (``benchmark.campaign.tuning.select``). When two grid points' scores differ by less than
 their seed-to-seed spread, that choice is a draw, and the comparison that follows compares arms tuned by chance.
 
 This module measures it for a scale: it runs the scale's tuning cells on more tuning seeds (the same cells, seeds
@@ -26,7 +26,8 @@ import math
 import statistics
 from pathlib import Path
 
-from benchmark import runner, store, tuning
+from benchmark.campaign import runner, tuning
+from benchmark.runs import store
 
 from . import paper as paper_module
 from .run import cell_seconds, claims_at, needed

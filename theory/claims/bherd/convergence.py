@@ -8,7 +8,7 @@ import math
 import numpy as np
 import torch
 
-from benchmark import executors as ex
+from benchmark.sim import executors as ex
 from theory import stats
 from theory.claims import (
     HOLDS,

@@ -4,7 +4,7 @@ collected by an observer; and the toy quadratic the checks share.
 """
 from __future__ import annotations
 
-from benchmark.experiment import Experiment
+from benchmark.runs.experiment import Experiment
 from theory import problems
 from theory.runs import Diagnostics, trace
 

@@ -1,6 +1,6 @@
 """Claims of FedBAT (Li et al., ICML 2024), Section 4 and Appendices C-E: Theorems 1-3 for the theory
 variant, and Remark 3 on the learned step size, checked with the project's ``fedbat`` algorithm run by
-``benchmark.engine`` (``papers/fedbat.md`` Sec. 5 and its recipes 4-8).
+``benchmark.sim.engine`` (``papers/fedbat.md`` Sec. 5 and its recipes 4-8).
 
 The theory variant (Sec. 4, App. C.1) is ``fedbat`` with ``phi=0`` (no warm-up) and ``alpha_mode="inf"``
 (alpha_l = ||m_l||_inf at every forward pass and for the upload, so S is unbiased); local training is SGD

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from benchmark.experiment import Experiment
+from benchmark.runs.experiment import Experiment
 from theory import stats
 from theory.claims import (DERIVED, HOLDS, INCONCLUSIVE, PAPER_CLAIM, VIOLATED, CheckContext, Outcome, claim,
                            hypothesis)

@@ -1,6 +1,6 @@
 """Claims of LFL (Amiri, Gunduz, Kulkarni, Poor, arXiv 2006.10672v2), Section 3: Theorem 1, Corollary 1 and
 the asymptotic statement of Sec. 3.2, checked with the project's own ``lfl`` algorithm run by
-``benchmark.engine`` (``papers/lfl.md`` Sec. 5 and its recipes 6-9).
+``benchmark.sim.engine`` (``papers/lfl.md`` Sec. 5 and its recipes 6-9).
 
 The theory covers lossy *broadcasting* only: the uplink is lossless (``lfl`` with ``q2=None``), all M
 devices take part, local training is plain SGD with eta_m^i(t) = eta(t). Every check runs exactly that.
@@ -23,7 +23,7 @@ Sections: ``lemma1`` (the quantizer), ``formulas`` (Theorem 1 and Corollary 1 as
 Running the algorithms (``theory.runs.run_lfl``, shared with FedBAT's claims)
 -----------------------------------------------------------------------------
 ``theory.runs.run_lfl`` runs a problem through ``theory.runs.run_problem`` (the benchmark's ``prepare`` and
-``benchmark.engine.run_rounds``, observed, nothing patched) with
+``benchmark.sim.engine.run_rounds``, observed, nothing patched) with
 
 * the round's step size eta(t) as ``LoopConfig.lr_schedule`` (LFL's eta(t) = alpha/(t + beta), which the
   engine's multiplicative ``lr_decay`` cannot express), and FedBAT's per-local-step eta_t = 2/(mu (gamma + t))
