@@ -9,10 +9,14 @@ that importing ``benchmark`` (or a light module such as ``benchmark.campaign.lif
 
 
 def __getattr__(name):
-    if name in ("Experiment", "RunResult"):
-        from benchmark.runs import experiment
+    if name == "Experiment":
+        from benchmark.runs.experiment import Experiment
 
-        return getattr(experiment, name)
+        return Experiment
+    if name == "RunResult":
+        from benchmark.runs.record import RunResult
+
+        return RunResult
     if name == "run":
         from benchmark.runs.plan import run
 

@@ -13,6 +13,9 @@ and theory/; the checker is shown to catch a planted long function and a planted
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,14 +34,26 @@ def modules(root: Path) -> dict[str, tuple[Path, bool]]:
     return out
 
 
-def import_graph(root: Path) -> dict[str, set[str]]:
-    """module -> the project modules it imports (``from pkg import mod`` counts as ``pkg.mod``)."""
+def _walk(tree: ast.AST, module_level: bool):
+    """The nodes of ``tree``; with ``module_level``, not those inside functions (run only when called)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if module_level and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        todo += list(ast.iter_child_nodes(node))
+
+
+def import_graph(root: Path, module_level: bool = False) -> dict[str, set[str]]:
+    """module -> the project modules it imports (``from pkg import mod`` counts as ``pkg.mod``), at any depth of
+    its code (``module_level``: only the imports that run when it is imported)."""
     mods = modules(root)
     graph = {}
     for name, (path, is_pkg) in mods.items():
         pkg = name.split(".") if is_pkg else name.split(".")[:-1]
         deps = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _walk(ast.parse(path.read_text()), module_level):
             if isinstance(node, ast.Import):
                 deps.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -192,6 +207,61 @@ def test_checker_catches_a_planted_cycle_and_upward_import(tmp_path):
     g = import_graph(root)
     assert cycles(g) == [["benchmark.report", "benchmark.runner"]]
     assert upward(g) == ["benchmark.theory_cli -> theory.claims"]
+
+
+# --------------------------------------------------------------------------------------------------
+# The spec imports no engine (issue 46): what a run is, apart from how it is built and run
+
+SPEC = "benchmark.runs.experiment"
+NOT_FROM_SPEC = ("benchmark.sim.engine", "benchmark.sim.executors")
+
+
+def reachable(root: Path, start: str) -> set[str]:
+    """Every module that importing ``start`` may import: its imports at any depth of its code, theirs, and the
+    packages whose ``__init__`` runs first (with the imports that run then: ``benchmark/__init__``'s are lazy)."""
+    graph, init = import_graph(root), import_graph(root, module_level=True)
+    seen, todo = set(), [(start, graph)]
+    while todo:
+        m, g = todo.pop()
+        if (m, id(g)) in seen or m not in g:
+            continue
+        seen.add((m, id(g)))
+        todo += [(d, graph) for d in g[m]]
+        todo += [(".".join(m.split(".")[:i]), init) for i in range(1, m.count(".") + 1)]
+    return {m for m, _ in seen} - {start}
+
+
+def test_the_spec_imports_neither_the_engine_nor_the_executors():
+    assert reachable(ROOT, SPEC) & set(NOT_FROM_SPEC) == set()
+
+
+def test_the_spec_check_catches_a_planted_import_of_the_engine(tmp_path):
+    root = _tree(tmp_path, {
+        "benchmark/runs/__init__.py": "", "benchmark/runs/experiment.py": "from benchmark.runs import build\n",
+        "benchmark/runs/build.py": "def prepare():\n    from benchmark.sim import executors\n",
+        "benchmark/sim/__init__.py": "", "benchmark/sim/executors.py": "", "benchmark/sim/engine.py": "",
+    })
+    assert reachable(root, SPEC) & set(NOT_FROM_SPEC) == {"benchmark.sim.executors"}
+
+
+def test_benchmark_run_stays_the_function_whatever_was_imported_before():
+    """``from benchmark import run, Experiment, FederatedDataset`` (README) after importing every module of
+    benchmark/ (a sub-package named ``run`` would replace the function by the module), in a fresh process, in
+    both orders."""
+    code = ("import importlib, pkgutil, sys, types\n"
+            "import benchmark\n"
+            "first = sys.argv[1] == 'names'\n"
+            "if first:\n    from benchmark import run, Experiment, FederatedDataset, RunResult\n"
+            "for m in pkgutil.walk_packages(benchmark.__path__, 'benchmark.'):\n"
+            "    if '.asv' not in m.name and not m.name.endswith('__main__'):\n        importlib.import_module(m.name)\n"
+            "from benchmark import run, Experiment, FederatedDataset, RunResult\n"
+            "assert isinstance(run, types.FunctionType) and run.__module__ == 'benchmark.runs.plan', run\n"
+            "assert (Experiment.__name__, FederatedDataset.__name__, RunResult.__name__) == "
+            "('Experiment', 'FederatedDataset', 'RunResult')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    for order in ("names", "modules"):
+        out = subprocess.run([sys.executable, "-c", code, order], capture_output=True, text=True, env=env, cwd=ROOT)
+        assert out.returncode == 0, out.stderr[-2000:]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ import pytest
 
 from benchmark.runs import cost
 from benchmark.campaign import runner
-from benchmark.runs.experiment import Experiment, prepare
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.build import prepare
 from theory import empirical
 from theory.empirical import metrics
 from theory.empirical import run as erun

@@ -3,7 +3,7 @@ of several, and the report's seed-1000 scores read back."""
 import pytest
 
 from benchmark.cli import main
-from benchmark.runs.experiment import code_version
+from benchmark.runs.record import code_version
 from theory.empirical import tuning_noise as tn
 
 

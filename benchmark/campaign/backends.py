@@ -24,7 +24,8 @@ from concurrent.futures.process import BrokenProcessPool
 
 from benchmark.campaign import lifeline
 from benchmark.runs import oom, plan
-from benchmark.runs.experiment import code_version, config_hash
+from benchmark.runs.record import code_version
+from benchmark.runs.experiment import config_hash
 from benchmark.runs.plan import usable_cpus
 
 RAY_TASK_RETRIES = 3  # a task whose worker or node dies runs again on another node, up to this many times

@@ -23,7 +23,8 @@ from pathlib import Path
 from benchmark.campaign import backends, cell_claims
 from benchmark.runs import checkpoint, cost, oom, plan, store
 from benchmark.campaign.backends import compute_cell, failed_record  # noqa: F401 - where the runner's callers find them
-from benchmark.runs.experiment import Experiment, code_version
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.record import code_version
 from benchmark.runs.plan import BACKENDS, Job, Threads, choose_threads, usable_cpus
 # suite files are parsed in benchmark.campaign.suite; these names stay importable from here for callers not yet moved
 from benchmark.campaign.suite import (Cell, Reference, Suite, SuiteError, load_suite,  # noqa: F401

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from benchmark.campaign import cell_claims
 from benchmark.runs import checkpoint, cost, plan, store
-from benchmark.runs.experiment import code_version
+from benchmark.runs.record import code_version
 
 
 def version_folders(root: Path, suite: str | None = None) -> list[Path]:

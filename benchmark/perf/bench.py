@@ -377,7 +377,7 @@ def _run_bench(cfgs: list[Config], device, repeats: int, warmup: int, quick: boo
                 log(f"measuring batched runs {c.preset}/{c.model}: {runs_n} cells x {c.clients} clients x batch "
                     f"{c.batch_size} x {c.local_steps} local steps x {RUN_ROUNDS[quick]} rounds on {device}")
             runs.append(measure_runs(c, device, runs_n, RUN_ROUNDS[quick], repeats, warmup, log))
-    from benchmark.runs.experiment import code_version
+    from benchmark.runs.record import code_version
 
     head = summaries[0]
     result = {

@@ -152,7 +152,7 @@ def run_compile_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None
 
     from benchmark.sim import numerics
     from benchmark.perf.bench import _device_name, _load, make_configs, resolve_device
-    from benchmark.runs.experiment import code_version
+    from benchmark.runs.record import code_version
 
     dev = resolve_device(device)
     cfgs = make_configs(preset, models, clients, batch_size, local_steps, quick, seed)

@@ -183,7 +183,8 @@ def validate(device: str | None = None, algorithms=ALGORITHMS, rounds: int = 3, 
     import torch
 
     from benchmark.sim import numerics
-    from benchmark.runs.experiment import Experiment, code_version, environment
+    from benchmark.runs.experiment import Experiment
+    from benchmark.runs.record import code_version, environment
     from benchmark.runs.plan import resolve_device
 
     dev = resolve_device(device)[0]

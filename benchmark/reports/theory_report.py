@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from benchmark.runs import store
-from benchmark.runs.experiment import code_version, environment
+from benchmark.runs.record import code_version, environment
 
 PAPER_TITLES = {
     "fedbat": "FedBAT (Li et al., ICML 2024)",

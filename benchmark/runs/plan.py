@@ -36,8 +36,9 @@ import algorithms
 from benchmark.runs import batched, checkpoint, cost
 from benchmark.sim import engine, numerics
 from benchmark.sim import executors as ex
-from benchmark.runs.experiment import (Experiment, RunResult, load_dataset, make_result, prepare,
-                                       run_code_version)
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.record import RunResult, make_result, run_code_version
+from benchmark.runs.build import load_dataset, prepare
 from benchmark.datasets.federated_dataset import FederatedDataset
 
 AUTO = "auto"
@@ -406,14 +407,13 @@ def execute(job: Job, *, observers: Sequence[Sequence] | None = None, init: torc
 
 def start(job: Job, init: torch.Tensor | None = None, lr_schedule: Callable[[int], float] | None = None,
           optimizer=None) -> tuple[list, list, list]:
-    """What ``execute`` runs: each run's ``experiment.Prepared``, its ``engine.RunState`` before round 0, and
-    its values of the batched hyperparameters (``fedrepro bench`` times rounds of these)."""
+    """What ``execute`` runs: each run's ``build.Prepared`` (its loop settings with the job's ``compile`` and
+    ``lr_schedule``), its ``engine.RunState`` before round 0, and its values of the batched hyperparameters
+    (``fedrepro bench`` times rounds of these)."""
     exps = job.experiments
     data = load_dataset(exps[0], torch.device(job.device)) if len(exps) > 1 else None  # one copy for the group
-    preps = [prepare(e, job.device, data) for e in exps]
-    changes = {"compile": job.compile, **({"lr_schedule": lr_schedule} if lr_schedule is not None else {})}
-    runs = [engine.start(p.alg, p.fmodel, p.data, p.parts, dataclasses.replace(p.cfg, **changes),
-                         optimizer or p.optimizer, init) for p in preps]
+    preps = [prepare(e, job.device, data, compile=job.compile, lr_schedule=lr_schedule) for e in exps]
+    runs = [engine.start(p.alg, p.fmodel, p.data, p.parts, p.cfg, optimizer or p.optimizer, init) for p in preps]
     hypers = [{f: float(getattr(p.alg.hp, f)) for f in job.batched if f != "lr"} for p in preps]
     return preps, runs, hypers
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from benchmark.campaign import runner, tuning
 from benchmark.runs import store
-from benchmark.runs.experiment import code_version
+from benchmark.runs.record import code_version
 
 from . import is_own
 from .claim import Budget
