@@ -64,9 +64,9 @@ def _pid_start(pid: int) -> str | None:
 
 
 def _pid_runs(pid: int, start: str | None) -> bool:
-    from benchmark.campaign.lifeline import running
+    from benchmark.runs.store import process_running
 
-    if not running(pid):
+    if not process_running(pid):
         return False
     return start is None or _pid_start(pid) in (None, start)
 

@@ -22,14 +22,11 @@ from pathlib import Path
 
 from benchmark.campaign import backends, cell_claims
 from benchmark.runs import checkpoint, cost, oom, plan, store
-from benchmark.campaign.backends import compute_cell, failed_record  # noqa: F401 - where the runner's callers find them
+from benchmark.campaign.backends import compute_cell
 from benchmark.runs.experiment import Experiment
 from benchmark.runs.record import code_version
 from benchmark.runs.plan import BACKENDS, Job, Threads, choose_threads, usable_cpus
-# suite files are parsed in benchmark.campaign.suite; these names stay importable from here for callers not yet moved
-from benchmark.campaign.suite import (Cell, Reference, Suite, SuiteError, load_suite,  # noqa: F401
-                                      select_cells, suite_names, suite_path)
-from benchmark.campaign.suite import matches as _matches  # noqa: F401
+from benchmark.campaign.suite import Suite, SuiteError
 
 FINISHED = store.FINISHED  # statuses that are not run again; "failed" cells are retried
 

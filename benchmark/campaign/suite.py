@@ -108,8 +108,9 @@ def _check_fields(d: dict, where: str) -> None:
             raise SuiteError(f"{where}: {k} must be a table (e.g. {{ mu = 0.01 }}), got {v!r}")
 
 
-def matches(match: dict, cfg: dict) -> bool:
-    """Whether every key of ``match`` equals the config's value (dict fields: key by key)."""
+def config_matches(match: dict, cfg: dict) -> bool:
+    """Whether every key of ``match`` (an override's, a reference's, a claim's) equals the run config's value
+    (dict fields: key by key)."""
     for k, v in match.items():
         if k in DICT_FIELDS:
             if any((cfg.get(k) or {}).get(kk) != vv for kk, vv in v.items()):
@@ -118,8 +119,6 @@ def matches(match: dict, cfg: dict) -> bool:
             return False
     return True
 
-
-_matches = matches  # the name callers used when this lived in benchmark.campaign.runner
 
 
 def _apply(cfg: dict, update: dict) -> dict:
@@ -237,7 +236,7 @@ def _cells(where: str, defaults: dict, matrices: list[dict], overrides: list[dic
             cfg = _apply(defaults, dict(zip(keys, combo)))
             for i, o in enumerate(overrides):
                 seen[i].append(cfg)
-                if matches(o.get("match", {}), cfg):
+                if config_matches(o.get("match", {}), cfg):
                     used[i] = True
                     cfg = _apply(cfg, o.get("set", {}))
             check_option_keys(cfg, f"{where}: cell {cfg}")
@@ -249,7 +248,7 @@ def _cells(where: str, defaults: dict, matrices: list[dict], overrides: list[dic
             h = exp.config_hash()
             if h not in hashes:
                 hashes.add(h)
-                cells.append(Cell(exp, h, [r for r in refs if matches(r.match, cfg)]))
+                cells.append(Cell(exp, h, [r for r in refs if config_matches(r.match, cfg)]))
     for i, o in enumerate(overrides):
         if not used[i]:
             raise _no_match_error(f"{where} [[override]] #{i + 1}", o.get("match", {}), seen[i])
@@ -345,7 +344,7 @@ def select_cells(suite: Suite, only: list[str] | None) -> Suite:
     if not only:
         return suite
     match = parse_only(only)
-    cells = [c for c in suite.cells if matches(match, c.experiment.config())]
+    cells = [c for c in suite.cells if config_matches(match, c.experiment.config())]
     if not cells:
         raise _no_match_error(f"--only {' '.join(only)} ({suite.name}, {len(suite.cells)} cells)", match,
                               [c.experiment.config() for c in suite.cells])

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from benchmark.sim import numerics
-from benchmark.perf.workloads import RUN_METHODS, Config, RunsWorkload, Workload, _sync  # noqa: F401 (Config: API)
+from benchmark.perf.workloads import RUN_METHODS, Config, RunsWorkload, Workload, _sync
 
 SCHEMA = 1
 RUN_ROUNDS = {False: 3, True: 1}  # rounds per cell in the batched-runs measurement (full, --quick)
@@ -116,8 +116,9 @@ class Measurement:
 # Devices
 
 
-def resolve_device(name: str | None):
-    """``benchmark.runs.plan.resolve_device``, its errors as ``BenchError``."""
+def bench_device(name: str | None):
+    """The device to measure on: ``benchmark.runs.plan.resolve_device``'s (the one rule), its errors as
+    ``BenchError``."""
     from benchmark.runs.plan import resolve_device as resolve
 
     try:
@@ -326,7 +327,7 @@ def run_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None = None,
     CPU threads while measuring (restored after); ``profile``: also write torch.profiler tables to this file."""
     import torch
 
-    dev = resolve_device(device)
+    dev = bench_device(device)
     if threads is not None and threads < 1:
         raise BenchError("--threads must be >= 1")
     if runs < 0:

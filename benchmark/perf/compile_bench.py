@@ -151,10 +151,10 @@ def run_compile_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None
     import torch
 
     from benchmark.sim import numerics
-    from benchmark.perf.bench import _device_name, _load, make_configs, resolve_device
+    from benchmark.perf.bench import _device_name, _load, bench_device, make_configs
     from benchmark.runs.record import code_version
 
-    dev = resolve_device(device)
+    dev = bench_device(device)
     cfgs = make_configs(preset, models, clients, batch_size, local_steps, quick, seed)
     before = torch.get_num_threads()
     if threads is not None:

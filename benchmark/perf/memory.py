@@ -49,7 +49,6 @@ def _child(spec: dict) -> dict:
 
     import torch
 
-    from benchmark.sim import engine
     from benchmark.runs import plan
     from benchmark.perf import step_counts as perf
     from benchmark.runs.experiment import Experiment
@@ -64,13 +63,7 @@ def _child(spec: dict) -> dict:
                        clients_per_round=s.clients, rounds=1, batch_size=s.batch_size, lr=0.01 * (1 + i), seed=0,
                        local_epochs=s.epochs, local_steps=s.steps, eval_train_samples=None, divergence_factor=None, executor="vectorized",
                        device="cpu") for i in range(spec["runs"])]
-    fr = FederatedRound(plan.group_job(exps) if len(exps) > 1 else plan.plan_one(exps[0]))
-
-    def round_():
-        outs = engine.local_training(fr.runs, fr.plans, fr.executor, fr.hypers, [()] * len(fr.runs))
-        for run, p, o in zip(fr.runs, fr.plans, outs):
-            engine.aggregate(run, p.round, p.ids, p.jobs, o, p.lr)
-
+    round_ = FederatedRound(plan.group_job(exps) if len(exps) > 1 else plan.plan_one(exps[0]))  # training + aggregation
     round_()  # warm: the library code and caches a first round touches stay resident, outside the peak
     gc.collect()
     before = _status("VmRSS")

@@ -25,6 +25,7 @@ import numpy as np
 
 from benchmark.runs import store
 # rows, columns and their labels live in report_columns (shared with the plots); re-exported here
+from benchmark.campaign.suite import config_matches
 from benchmark.reports.columns import (COLUMN_KEYS, NOT_COLUMN_KEYS, column_keys, column_label, column_of,
                                        method_label)
 from benchmark.reports.plots import plot_curves
@@ -91,12 +92,6 @@ def _fmt(values: list[float]) -> str:
     return f"{m:.2f} ± {float(np.std(values, ddof=1)):.2f}" if len(values) > 1 else f"{m:.2f}"
 
 
-def _matches(match: dict, cfg: dict) -> bool:
-    from benchmark.campaign.suite import matches
-
-    return matches(match, cfg)
-
-
 def _cell_values(recs: list[dict], metric: str) -> tuple[list[float], str]:
     """A cell's metric values in percent (runs that finished ok) and a note counting the others by status."""
     vals = [100 * r["final"][metric] for r in recs if r["status"] == "ok" and r["final"].get(metric) is not None]
@@ -131,7 +126,7 @@ def _cell_text(recs: list[dict], vals: list[float], note: str, best, references,
     eq = equivalence(recs[0]["config"])
     if eq:
         text += f"<br>*{eq}*"
-    refs = [ref for ref in references if _matches(ref.match, recs[0]["config"])]
+    refs = [ref for ref in references if config_matches(ref.match, recs[0]["config"])]
     if refs and vals:
         return text + _reference_text(refs, vals, comparable), True
     return text, False

@@ -98,11 +98,11 @@ def _probe(cls, fields: list[str]) -> bool:
     e.g. a server step size, passes: it acts only in the per-run server code, which is right.)"""
     from torch.func import vmap
 
-    from benchmark.sim import executors as ex
+    from benchmark.sim import executors as ex, functional
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
-    fmodel = ex.FunctionalModel(model, "classification")
+    fmodel = functional.FunctionalModel(model, "classification")
     gen = torch.Generator().manual_seed(1)
     x, y = torch.randn(24, 4, generator=gen), torch.randint(0, 3, (24,), generator=gen)
     lrs = (0.05, 0.08) if LR in fields else (0.05, 0.05)
@@ -167,7 +167,7 @@ def _dataset_name(exp) -> str | None:
     from benchmark import datasets
 
     try:
-        return datasets._resolve(exp.dataset)[0]
+        return datasets.resolve_name(exp.dataset)[0]
     except ValueError:
         return None
 

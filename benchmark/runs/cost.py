@@ -1,6 +1,6 @@
 """Cost model: FLOPs per sample-gradient, the rule behind ``executor="auto"``, and suite cost estimates.
 
-The executor rule (``choose_executor``, applied by ``benchmark.runs.plan`` only) is backed by ``fedrepro bench`` measurements (results/perf/README.md):
+The executor rule (``executor_rule``, applied by ``benchmark.runs.plan.choose_executor`` only) is backed by ``fedrepro bench`` measurements (results/perf/README.md):
 the vectorized executor pays the per-step Python/dispatch overhead once for all clients of a round, the
 sequential one once per client, but on a CPU vmap makes the arithmetic itself slower (the stacked
 activations of all clients leave the caches, and batched convolutions lose their best kernels). So
@@ -106,8 +106,8 @@ class ExecutorChoice:
                 "flops_per_client_step": self.flops_per_client_step}
 
 
-def choose_executor(requested: str, device_type: str, vectorizable: bool, flops_sample: float,
-                    batch: float) -> ExecutorChoice:
+def executor_rule(requested: str, device_type: str, vectorizable: bool, flops_sample: float,
+                  batch: float) -> ExecutorChoice:
     """The executor a run uses. ``requested``: auto | sequential | vectorized; ``batch``: the (mean)
     local batch size; ``flops_sample``: ``flops_per_sample`` of the model."""
     step = flops_sample * batch
@@ -158,7 +158,7 @@ def choose_compile(requested: bool, executor_requested: str, executor: str, devi
                    rounds: int) -> tuple[bool, str | None]:
     """Whether a run that asks for ``compile`` is compiled, and why (None: not asked, nothing to say).
 
-    ``executor``: the executor chosen (``choose_executor``), ``executor_requested``: the experiment's own.
+    ``executor``: the executor chosen (``executor_rule``), ``executor_requested``: the experiment's own.
     The sequential executor is never compiled. A run that names the vectorized executor is compiled as
     asked. Under ``executor="auto"`` compiling is one more choice of how to run, made like the executor's:
     only where ``COMPILE_MEASURED`` shows the compiled round faster on this device type and the compile
@@ -315,7 +315,7 @@ def dataset_shape(exp) -> dict:
         d = exp.dataset
         return {"train": len(d.y_train), "test": len(d.y_test), "input_shape": tuple(d.input_shape),
                 "classes": d.output_dim, "natural_clients": len(d.clients) if d.natural_clients else None}
-    name, _ = datasets._resolve(exp.dataset) if isinstance(exp.dataset, str) else (None, {})
+    name, _ = datasets.resolve_name(exp.dataset) if isinstance(exp.dataset, str) else (None, {})
     args = dict(exp.dataset_args)
     if name in KNOWN_SIZES:
         n_tr, n_te, shape = KNOWN_SIZES[name]
@@ -381,7 +381,7 @@ def human_count(x: float) -> str:
     return f"{x:.2g}" if x >= 1e4 else f"{x:.0f}"
 
 
-__all__ = ["choose_executor", "ExecutorChoice", "flops_per_sample", "model_flops", "latest_bench",
+__all__ = ["executor_rule", "ExecutorChoice", "flops_per_sample", "model_flops", "latest_bench",
            "cost_model_from_bench", "CostModel", "estimate_cell", "estimate_group", "cell_work"]
 
 

@@ -5,7 +5,7 @@ with its reason:
 
 * the device: ``"auto"`` is CUDA when torch sees one, else the CPU (:func:`resolve_device`, the only place
   that resolves a device);
-* the executor of a run alone: ``benchmark.runs.cost.choose_executor``'s rule, from the model's FLOPs and the
+* the executor of a run alone: ``benchmark.runs.cost.executor_rule``'s rule, from the model's FLOPs and the
   mean local batch, known from the experiment before any data is read (so the dry run and the run agree);
   the sequential one where an observer watches every local step;
 * torch's intra-op threads (:func:`choose_threads`: the free cores shared out among the workers);
@@ -164,9 +164,9 @@ def choose_executor(exp: Experiment, device_type: str, observe_steps: bool = Fal
                                    0.0, 0.0)
     vectorizable = algorithms.get_class(exp.algorithm).vectorizable
     if exp.executor != AUTO:
-        return cost.choose_executor(exp.executor, device_type, vectorizable, 0.0, 0.0)
+        return cost.executor_rule(exp.executor, device_type, vectorizable, 0.0, 0.0)
     work = cost.cell_work(exp)
-    choice = cost.choose_executor(AUTO, device_type, vectorizable, _flops(exp, work), work["batch"])
+    choice = cost.executor_rule(AUTO, device_type, vectorizable, _flops(exp, work), work["batch"])
     why = cost.compiled_beats_sequential(device_type, exp.model, exp.rounds) if exp.compile else None
     if choice.executor == "sequential" and vectorizable and why:
         return dataclasses.replace(choice, executor="vectorized", reason=why)

@@ -65,7 +65,7 @@ import torch
 
 from algorithms.core import Algorithm, Message, RoundInfo, tree_map
 
-from benchmark.sim import executors as ex
+from benchmark.sim import executors as ex, functional
 from benchmark.datasets.federated_dataset import FederatedDataset
 
 
@@ -205,7 +205,7 @@ class RunState:
     """Everything one run carries from round to round."""
 
     alg: Algorithm
-    fmodel: ex.FunctionalModel
+    fmodel: functional.FunctionalModel
     data: FederatedDataset
     parts: list[np.ndarray]
     cfg: LoopConfig
@@ -252,7 +252,7 @@ def loss_growth(train_loss: float, initial: float | None, factor: float | None) 
     return None
 
 
-def start(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
+def start(alg: Algorithm, fmodel: functional.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
           cfg: LoopConfig, optimizer, init: torch.Tensor | None = None) -> RunState:
     """The state before round 0: initial parameters (``init`` or the module's), server state, buffers."""
     alg.check_optimizer(alg.hp, optimizer)  # before any training: a local optimizer the algorithm has no rule for

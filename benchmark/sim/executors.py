@@ -34,7 +34,7 @@ from torch.func import grad_and_value, vmap
 from algorithms.core import Algorithm, CounterRng, Message, splitmix64, stack_trees, tree_map, unstack_tree
 
 from benchmark.sim import EXECUTORS
-from benchmark.sim.functional import Batch, FunctionalModel  # noqa: F401 (re-exported: the executors' model)
+from benchmark.sim.functional import Batch, FunctionalModel
 
 
 # --------------------------------------------------------------------------------------------------
