@@ -10,7 +10,7 @@ local step tau, on the step's minibatch,
     x_{tau+1} = x_tau - eta_l g~_tau                                                         (line 6)
 
 and sends d^(i) = x_t - x_I. QP_l projects g onto {y : <y, G[j]> >= 0, j = 1..3}; it is solved exactly
-and vmap-safely by ``algorithms.qp.project_small`` (all 2^3 active sets). The three gradients are taken
+and vmap-safely by ``algorithms.core.qp.project_small`` (all 2^3 active sets). The three gradients are taken
 on the same minibatch (3 gradient evaluations per step, as the public code does); only the gradient at
 x_tau updates BatchNorm statistics and the reported local loss.
 
@@ -24,7 +24,7 @@ D holds at most m worker accumulators (m = N by default). mem_red (Alg. 4): a sa
 slot takes a free one, or, when the memory is full, evicts the stored worker that is not sampled this
 round with the smallest participation counter c (ties: the earliest stored, as the public code), whose
 counter is reset to 0; every sampled worker's counter is incremented. QP_g is solved in ``aggregate`` by
-``algorithms.qp.project_large`` (Lawson-Hanson active set on the float64 Gram matrix, exact; checked
+``algorithms.core.qp.project_large`` (Lawson-Hanson active set on the float64 Gram matrix, exact; checked
 against scipy's NNLS in the tests). m = 0 turns the memory off: m~ = m, i.e. FedAvgM (Sec. 6.2).
 
 GradMA-W (Alg. 7): Worker_Update, then x_{t+1} = x_t - eta_g d_{t+1} (no momentum, no memory).

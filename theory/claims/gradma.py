@@ -416,7 +416,7 @@ def eps_l_rate(ctx: CheckContext, *, Ts=None, args: dict | None = None, algorith
                              "logx": True, "logy": True}}
     cond = (f"T-QUAD (N={_N}, d={_D}, mu={_MU}, L={_L}, sigma_g={_SG}), full local gradients, GradMA beta1={_BETA1}, "
             f"beta2={_BETA2}, S={S}, I={I}, x_0=0, eta_l = 1/(T^0.5 L I), eta_g = (S/I)^0.5, T in {Ts}, {R} seeds; "
-            "QP_l corrections from the algorithm's qp_l diagnostic (algorithms.qp.project_small's output) during "
+            "QP_l corrections from the algorithm's qp_l diagnostic (algorithms.core.qp.project_small's output) during "
             "the runs.")
     return Outcome(verdict, key, evidence, cond, series)
 
