@@ -3,6 +3,11 @@
 Every import of every module, at module level or inside a function, is an edge; the rules are checked on
 the whole graph, and the checker itself is shown to catch a planted cycle and a planted upward import.
 
+benchmark/ in rooms (issue 46): its sub-packages import one way, along ``ALLOWED_ARROWS`` (data -> the loop ->
+one run -> campaigns, measurement, the contract -> reports -> the command), with no cycle between rooms and at
+most ``MAX_TOP_LEVEL_MODULES`` modules beside them; the spec of a run imports neither the round loop nor the
+executors; each checker is shown to catch a planted violation.
+
 algorithms/ as DESIGN.md draws it: every top-level module registers at least one algorithm (it is found by
 its folder), the infrastructure lives in the sub-packages core/ and compress/, and they register none; the
 checker is shown to catch a planted helper module, a planted sub-package and an algorithm inside core/.
@@ -207,6 +212,99 @@ def test_checker_catches_a_planted_cycle_and_upward_import(tmp_path):
     g = import_graph(root)
     assert cycles(g) == [["benchmark.report", "benchmark.runner"]]
     assert upward(g) == ["benchmark.theory_cli -> theory.claims"]
+
+
+# --------------------------------------------------------------------------------------------------
+# benchmark/'s rooms (issue 46): sub-packages by role, and the arrows allowed between them
+
+#: room -> the rooms it may import: data -> the loop -> one run -> campaigns / measurement / the contract ->
+#: reports; above them the package's own top-level modules (``benchmark/__init__``: the public names), then the
+#: command and the asv benchmarks, which compose everything (``TOP``)
+_DATA = {"datasets", "models"}
+ALLOWED_ARROWS = {
+    "datasets": set(),
+    "models": set(),
+    "sim": _DATA,
+    "runs": _DATA | {"sim"},
+    "campaign": _DATA | {"sim", "runs"},
+    "perf": _DATA | {"sim", "runs"},
+    "contract": _DATA | {"sim", "runs"},
+    "reports": _DATA | {"sim", "runs", "campaign"},
+    "(top-level)": _DATA | {"sim", "runs", "campaign", "perf", "contract", "reports"},
+}
+#: modules of benchmark/ itself beside its sub-packages (``__init__`` not counted)
+MAX_TOP_LEVEL_MODULES = 8
+
+
+def room(name: str, root: Path = ROOT) -> str | None:
+    """The room of a benchmark module: its sub-package, "(top-level)" for benchmark/__init__ and benchmark/*.py,
+    "cli"/"asv" for the top; None outside benchmark/."""
+    parts = name.split(".")
+    if parts[0] != "benchmark":
+        return None
+    if len(parts) > 1 and (root / "benchmark" / parts[1]).is_dir():
+        return parts[1]
+    return "(top-level)"
+
+
+def room_arrows(root: Path) -> dict[tuple[str, str], list[str]]:
+    """(room, room it imports) -> the module imports that make the arrow (any depth of the code)."""
+    arrows: dict[tuple[str, str], list[str]] = {}
+    for m, deps in import_graph(root).items():
+        for d in deps:
+            a, b = room(m, root), room(d, root)
+            if a and b and a != b:
+                arrows.setdefault((a, b), []).append(f"{m} -> {d}")
+    return arrows
+
+
+def room_findings(root: Path) -> list[str]:
+    """Arrows between rooms that ``ALLOWED_ARROWS`` does not list (the command and asv may import anything), the
+    cycles between rooms, and top-level modules beyond ``MAX_TOP_LEVEL_MODULES``."""
+    arrows = room_arrows(root)
+    found = [f"{a} -> {b} is not an allowed arrow ({'; '.join(sorted(why)[:3])})"
+             for (a, b), why in sorted(arrows.items()) if a not in TOP_ROOMS and b not in ALLOWED_ARROWS.get(a, ())]
+    graph: dict[str, set[str]] = {}
+    for a, b in arrows:
+        graph.setdefault(a, set()).add(b)
+        graph.setdefault(b, set())
+    found += [f"a cycle between rooms: {' <-> '.join(c)}" for c in cycles(graph)]
+    top = sorted(p.name for p in (root / "benchmark").glob("*.py") if p.name != "__init__.py")
+    if len(top) > MAX_TOP_LEVEL_MODULES:
+        found.append(f"benchmark/ has {len(top)} top-level modules (at most {MAX_TOP_LEVEL_MODULES}): {', '.join(top)}")
+    return found
+
+
+TOP_ROOMS = ("cli", "asv")
+
+
+def test_benchmark_rooms_import_one_way():
+    assert room_findings(ROOT) == []
+
+
+def test_every_room_of_benchmark_is_declared():
+    rooms = {p.name for p in (ROOT / "benchmark").iterdir() if (p / "__init__.py").exists()}
+    assert rooms == set(ALLOWED_ARROWS) - {"(top-level)"} | set(TOP_ROOMS)
+
+
+def test_room_checker_catches_an_upward_arrow_a_cycle_and_too_many_modules(tmp_path):
+    files = {f"benchmark/{r}/__init__.py": "" for r in ("sim", "runs", "campaign", "perf", "reports")}
+    files.update({
+        "benchmark/sim/engine.py": "def f():\n    from benchmark.runs import plan\n",  # the loop imports a run
+        "benchmark/runs/plan.py": "from benchmark.sim import engine\n",
+        "benchmark/campaign/runner.py": "from benchmark.perf import bench\n",
+        "benchmark/perf/bench.py": "from ..campaign import runner\n",  # campaign <-> perf
+        "benchmark/reports/leaderboard.py": "from benchmark.campaign import runner\n",  # allowed
+    })
+    files.update({f"benchmark/m{i}.py": "" for i in range(MAX_TOP_LEVEL_MODULES + 1)})
+    found = room_findings(_tree(tmp_path, files))
+    assert found == [
+        "campaign -> perf is not an allowed arrow (benchmark.campaign.runner -> benchmark.perf.bench)",
+        "perf -> campaign is not an allowed arrow (benchmark.perf.bench -> benchmark.campaign.runner)",
+        "sim -> runs is not an allowed arrow (benchmark.sim.engine -> benchmark.runs.plan)",
+        "a cycle between rooms: campaign <-> perf",
+        "a cycle between rooms: runs <-> sim",
+        f"benchmark/ has 9 top-level modules (at most 8): {', '.join(f'm{i}.py' for i in range(9))}"]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -20,13 +20,17 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
+import algorithms
+
 from benchmark.campaign import backends, cell_claims
-from benchmark.runs import checkpoint, cost, oom, plan, store
 from benchmark.campaign.backends import compute_cell
-from benchmark.runs.experiment import Experiment
-from benchmark.runs.record import code_version
-from benchmark.runs.plan import BACKENDS, Job, Threads, choose_threads, usable_cpus
 from benchmark.campaign.suite import Suite, SuiteError
+from benchmark.runs import batched, checkpoint, cost, oom, plan, store
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.plan import BACKENDS, Job, Threads, choose_threads, usable_cpus
+from benchmark.runs.record import code_version
 
 FINISHED = store.FINISHED  # statuses that are not run again; "failed" cells are retried
 
@@ -195,8 +199,6 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
     counts = {"skipped": skipped, "ok": 0, "diverged": 0, "failed": 0, "duplicate": 0}
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=len(exps) + skipped, initial=skipped, desc=desc, unit="cell")
 
     def done(summary):
@@ -321,10 +323,6 @@ def plan_suite(suite: Suite, results_root: str = "results", device: str | None =
 
 def grouping_notes(exps: list[Experiment]) -> list[str]:
     """Why some cells cannot share a batched job, once per algorithm (and hyperparameter)."""
-    import algorithms
-
-    from benchmark.runs import batched
-
     notes, by_alg = [], {}
     for e in exps:
         by_alg.setdefault(e.algorithm, []).append(e)

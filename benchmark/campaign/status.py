@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from benchmark.campaign import cell_claims
+from benchmark.campaign import cell_claims, suite as suites
 from benchmark.runs import checkpoint, cost, plan, store
 from benchmark.runs.record import code_version
 
@@ -34,8 +34,6 @@ def version_folders(root: Path, suite: str | None = None) -> list[Path]:
 
 def _suite_for(name: str, given):
     """The suite whose cells a folder holds: the one given (same name), else the shipped suite of that name."""
-    from benchmark.campaign import suite as suites
-
     if given is not None:
         return given if given.name == name else None
     try:

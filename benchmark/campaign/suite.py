@@ -21,6 +21,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import algorithms
+
+from benchmark import datasets, models
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -154,7 +158,6 @@ def _matrices(raw: dict, where: str) -> list[dict]:
             if twice:
                 raise SuiteError(f"{at}: {k} lists {', '.join(twice)} more than once")
         if "*" in m.get("algorithm", []):  # "*" stands for every registered algorithm
-            import algorithms
 
             rest = [a for a in m["algorithm"] if a != "*"]
             m = {**m, "algorithm": rest + [a for a in algorithms.names() if a not in rest]}
@@ -186,10 +189,6 @@ def _references(raw: dict, where: str) -> list[Reference]:
 def check_option_keys(cfg: dict, where: str) -> None:
     """The keys of algorithm_args, dataset_args and model_args are the algorithm's hyperparameters, the
     dataset's options and the model's options (a typo is an error with a did-you-mean)."""
-    import algorithms
-
-    from benchmark import datasets, models
-
     checks = []
     if isinstance(cfg.get("algorithm"), str) and cfg["algorithm"] in algorithms.names():
         hyper = algorithms.get_class(cfg["algorithm"]).Hyper

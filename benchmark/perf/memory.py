@@ -14,21 +14,25 @@ up and keeps freed blocks, so a GPU's ``max_memory_allocated`` may differ somewh
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
+
+import torch
+
+from benchmark import models
+from benchmark.perf import step_counts as perf
+from benchmark.perf.workloads import FederatedRound
+from benchmark.runs import batched, cost, plan
+from benchmark.runs.experiment import Experiment
 
 _MMAP_THRESHOLD = str(64 * 1024)
 
 
 def model_budget(model: str, shape: tuple[int, ...], classes: int, clients: int, batch: int) -> float:
     """``batched.run_bytes`` of one run (what the memory model budgets per run of a group)."""
-    import torch
-
-    from benchmark.runs import batched, cost
-    from benchmark import models
-
     with torch.device("meta"):
         module = models.build(model, tuple(shape), classes)
     return batched.run_bytes(cost.activation_bytes_per_sample(module, tuple(shape)),
@@ -45,15 +49,6 @@ def _status(field: str) -> int:
 
 def _child(spec: dict) -> dict:
     """In the child process: one round of ``spec['runs']`` runs (module docstring)."""
-    import gc
-
-    import torch
-
-    from benchmark.runs import plan
-    from benchmark.perf import step_counts as perf
-    from benchmark.runs.experiment import Experiment
-    from benchmark.perf.workloads import FederatedRound
-
     torch.set_num_threads(1)
     b, padded = spec["batch"], spec["padded"]  # padded: a full and a half batch (the weighted BatchNorm)
     s = perf.Setting("memory", spec["model"], tuple(spec["shape"]), spec["classes"], spec["clients"], b,
@@ -101,8 +96,6 @@ def _root() -> str:
 
 def calibration(cases: list[dict], log=None) -> dict:
     """:func:`measure_peak` of each case (keyword arguments), in turn, with the memory model's constants."""
-    from benchmark.runs import batched
-
     rows = []
     for case in cases:
         if log:

@@ -22,16 +22,15 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from tabulate import tabulate
 
-from benchmark.runs import store
-# rows, columns and their labels live in report_columns (shared with the plots); re-exported here
 from benchmark.campaign.suite import config_matches
-from benchmark.reports.columns import (COLUMN_KEYS, NOT_COLUMN_KEYS, column_keys, column_label, column_of,
-                                       method_label)
+from benchmark.reports.columns import column_keys, column_label, column_of, method_label
 from benchmark.reports.plots import plot_curves
+from benchmark.runs import store
+from benchmark.runs.experiment import config_hash
 
-__all__ = ["COLUMN_KEYS", "NOT_COLUMN_KEYS", "column_keys", "column_label", "column_of", "method_label", "plot_curves",
-           "leaderboard", "write_csv", "write_report", "write_records_report", "claim_verdicts", "equivalence",
+__all__ = ["leaderboard", "write_csv", "write_report", "write_records_report", "claim_verdicts", "equivalence",
            "CSV_FIELDS", "cell_hash", "timing"]
 
 
@@ -161,8 +160,6 @@ def leaderboard(records: list[dict], references=(), title: str = "", description
     ``comparable``: the suite runs the paper's own setting, so a paper number is shown with the difference
     and whether it lies in the measured spread; otherwise (a reduced suite) it is shown for orientation only.
     """
-    from tabulate import tabulate
-
     if not records:
         return f"# {title}\n\nNo records yet.\n"
     col_names = column_keys(records)
@@ -208,8 +205,6 @@ _METRICS = {"test_accuracy_fraction": "test_accuracy",
 
 def cell_hash(cfg: dict) -> str:
     """The config hash without the seed: one leaderboard cell (its seeds share it); ``compare`` matches on it."""
-    from benchmark.runs.experiment import config_hash
-
     return config_hash({k: v for k, v in cfg.items() if k != "seed"})
 
 

@@ -16,6 +16,8 @@ import torch
 import algorithms
 from algorithms.core import optim
 
+from benchmark import datasets, models
+from benchmark.datasets import partition as part
 from benchmark.datasets.federated_dataset import FederatedDataset
 from benchmark.runs.experiment import Experiment
 from benchmark.sim import engine
@@ -26,8 +28,6 @@ def load_dataset(exp: Experiment, device: torch.device) -> FederatedDataset:
     if isinstance(exp.dataset, FederatedDataset):
         data = exp.dataset
     else:
-        from benchmark import datasets
-
         opts = dict(exp.dataset_args)
         # datasets with natural clients generate num_clients of them (unless re-partitioned)
         if "num_clients" in datasets.options(exp.dataset) and exp.num_clients is not None \
@@ -38,8 +38,6 @@ def load_dataset(exp: Experiment, device: torch.device) -> FederatedDataset:
 
 
 def make_partition(exp: Experiment, data: FederatedDataset) -> tuple[list[np.ndarray], dict]:
-    from benchmark.datasets import partition as part
-
     labels = data.y_train.cpu().numpy()
     spec = exp.partition
     if spec == "natural" and not data.natural_clients:
@@ -64,8 +62,6 @@ def make_partition(exp: Experiment, data: FederatedDataset) -> tuple[list[np.nda
 def build_model(exp: Experiment, data: FederatedDataset) -> torch.nn.Module:
     torch.manual_seed(exp.seed)
     if isinstance(exp.model, str):
-        from benchmark import models
-
         return models.build(exp.model, data.input_shape, data.output_dim, **exp.model_args)
     return exp.model(data.input_shape, data.output_dim)
 

@@ -36,6 +36,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
+import torch
+
+from benchmark import datasets, models
+from benchmark.datasets.federated_dataset import FederatedDataset
+
 #: largest client step (batch x forward+backward FLOPs per sample) that the CPU vectorizes
 CPU_VECTORIZE_MAX_FLOPS = 1e8
 #: the same per device type (inf: always vectorize)
@@ -63,7 +69,7 @@ _NUM_CLASSES = {"cifar100": 100, "tinyimagenet": 200}
 def flops_per_sample(module, input_shape: tuple[int, ...]) -> float:
     """Forward+backward FLOPs of one training sample (``torch.utils.flop_counter``, on the meta
     device: no memory, no arithmetic). 0 when the model cannot run on meta."""
-    import torch
+    # lazy: it imports triton, 0.15 s CPU and 79 MiB at every fedrepro start (measured), for the planner only
     from torch.utils.flop_counter import FlopCounterMode
 
     n = 2  # BatchNorm needs more than one value per channel
@@ -81,10 +87,6 @@ def flops_per_sample(module, input_shape: tuple[int, ...]) -> float:
 @lru_cache(maxsize=256)
 def model_flops(model: str, input_shape: tuple[int, ...], num_classes: int, model_args: str = "{}") -> float:
     """``flops_per_sample`` of a registered model, by name (cached)."""
-    import torch
-
-    from benchmark import models
-
     with torch.device("meta"):
         module = models.build(model, input_shape, num_classes, **json.loads(model_args))
     return flops_per_sample(module, tuple(input_shape))
@@ -267,8 +269,7 @@ class CostModel:
 
 def cost_model_from_bench(rec: dict) -> CostModel | None:
     """Fit ``CostModel`` to a bench JSON (None when it has no usable configuration)."""
-    import numpy as np
-    from scipy.optimize import nnls
+    from scipy.optimize import nnls  # lazy: adds 0.34 s CPU to every fedrepro start (measured); fits only
 
     overhead, per_flop = {}, {}
     for e in ("sequential", "vectorized"):
@@ -295,8 +296,6 @@ def cost_model_from_bench(rec: dict) -> CostModel | None:
 
 @lru_cache(maxsize=64)
 def _generated_sizes(dataset: str, dataset_args: str, num_clients: int | None) -> tuple:
-    from benchmark import datasets
-
     opts = json.loads(dataset_args)
     if "num_clients" in datasets.options(dataset) and num_clients is not None:
         opts.setdefault("num_clients", num_clients)
@@ -308,9 +307,6 @@ def _generated_sizes(dataset: str, dataset_args: str, num_clients: int | None) -
 def dataset_shape(exp) -> dict:
     """Train size, test size, input shape, classes and natural clients of ``exp``'s dataset, without
     reading files for the real datasets (a dataset object: its own tensors)."""
-    from benchmark import datasets
-    from benchmark.datasets.federated_dataset import FederatedDataset
-
     if isinstance(exp.dataset, FederatedDataset):
         d = exp.dataset
         return {"train": len(d.y_train), "test": len(d.y_test), "input_shape": tuple(d.input_shape),
@@ -408,8 +404,6 @@ def estimate_group(exps: list, device_type: str, model: CostModel | None, execut
 def activation_bytes_per_sample(module, input_shape: tuple[int, ...]) -> float:
     """Bytes of the outputs of every leaf module for one training sample (what backward keeps, about),
     from a forward on the meta device. 0 when the model cannot run on meta."""
-    import torch
-
     total = [0]
 
     def hook(_m, _i, out):

@@ -18,6 +18,7 @@ import algorithms
 from algorithms.core import optim, plugins
 
 from benchmark.datasets.federated_dataset import FederatedDataset
+from benchmark.datasets.partition import parse_spec
 from benchmark.sim import EXECUTORS
 
 # fields whose value is a dict of options (merged key by key by suites and the CLI)
@@ -96,8 +97,6 @@ class Experiment:
              f"device must be auto, cpu or cuda, got {self.device!r}")
         optim.make(self.optimizer)  # raises for an unknown optimizer
         if self.partition not in ("auto", "natural"):
-            from benchmark.datasets.partition import parse_spec
-
             parse_spec(self.partition)  # raises for an unknown kind or an invalid parameter
         cls = algorithms.get_class(self.algorithm)
         # an algorithm refuses a local optimizer its formulas have no rule for (optim.UnsupportedOptimizer)

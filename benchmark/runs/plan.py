@@ -30,16 +30,17 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
+from tqdm.auto import tqdm
 
 import algorithms
 
+from benchmark import models
+from benchmark.datasets.federated_dataset import FederatedDataset
 from benchmark.runs import batched, checkpoint, cost
-from benchmark.sim import engine, numerics
-from benchmark.sim import executors as ex
+from benchmark.runs.build import load_dataset, prepare
 from benchmark.runs.experiment import Experiment
 from benchmark.runs.record import RunResult, make_result, run_code_version
-from benchmark.runs.build import load_dataset, prepare
-from benchmark.datasets.federated_dataset import FederatedDataset
+from benchmark.sim import engine, executors as ex, numerics
 
 AUTO = "auto"
 BACKENDS = ("local", "process", "ray")
@@ -276,7 +277,6 @@ def group_size(exp: Experiment, device: torch.device, alone: cost.ExecutorChoice
     """``benchmark.runs.batched.default_group_runs`` for ``exp`` on ``device`` (model on the meta device, no data)."""
     if not isinstance(exp.model, str) or isinstance(exp.dataset, FederatedDataset):
         return batched.GroupSize(batched.CPU_GROUP_RUNS, "a dataset or model object: the CPU default")
-    from benchmark import models
 
     work = cost.cell_work(exp)
     shape = tuple(work["input_shape"])
@@ -431,8 +431,6 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False, *
     job = plan_one(exp, threads, observe_steps=any(getattr(o, "steps", False) for o in observers))
     callback, bar = None, None
     if progress is True:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=exp.rounds, desc=f"{exp.algorithm} on {getattr(exp.dataset, 'name', exp.dataset)}",
                    unit="round", leave=False, disable=None)  # no bar when stderr is not a terminal
 

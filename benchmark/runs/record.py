@@ -10,6 +10,7 @@ import platform
 import subprocess
 from dataclasses import dataclass, field
 from functools import lru_cache
+from importlib.metadata import version
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,6 +21,11 @@ from algorithms.core import plugins
 from benchmark.runs import store
 from benchmark.runs.experiment import Experiment, config_hash
 from benchmark.sim import numerics
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the tomli backport (a dependency there)
+    import tomli as tomllib
 
 if TYPE_CHECKING:
     from benchmark.runs.build import Prepared
@@ -35,10 +41,6 @@ def package_version() -> str:
     pyproject = os.path.join(root, "pyproject.toml")
     if os.path.isfile(pyproject):
         try:
-            import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib
-        try:
             with open(pyproject, "rb") as f:
                 meta = tomllib.load(f).get("project", {})
             if meta.get("name") == "fedrepro" and meta.get("version"):
@@ -46,8 +48,6 @@ def package_version() -> str:
         except (OSError, ValueError):
             pass
     try:
-        from importlib.metadata import version
-
         return version("fedrepro")
     except Exception:  # noqa: BLE001 - neither a source tree nor an install
         return "0+unknown"
