@@ -1,5 +1,6 @@
 """Building a run (DESIGN.md): an ``Experiment`` made into its data, partition, model, algorithm, optimizer and
-round-loop settings on a device (``prepare``), as ``benchmark.runs.plan.execute`` runs it.
+round-loop settings on a device (``prepare``), as ``benchmark.runs.plan.execute`` runs it, and its result from
+what the round loop returned (``make_result``: the trained model, the record's config, provenance and metrics).
 
 ``loop_config`` is the one place the round loop's settings (``engine.LoopConfig``) are built: from the experiment,
 with the job's ``compile`` decision and a caller's ``lr_schedule`` (the theory checks' step sizes).
@@ -19,7 +20,8 @@ from algorithms.core import optim
 from benchmark import datasets, models
 from benchmark.datasets import partition as part
 from benchmark.datasets.federated_dataset import FederatedDataset
-from benchmark.runs.experiment import Experiment
+from benchmark.runs.experiment import Experiment, config_hash
+from benchmark.runs.record import RunResult, environment, final_metrics, run_code_version
 from benchmark.sim import engine
 from benchmark.sim.functional import FunctionalModel
 
@@ -126,3 +128,28 @@ def prepare(exp: Experiment, device: torch.device | str, data: FederatedDataset 
     opt = optim.make(exp.optimizer, exp.momentum, exp.weight_decay)
     return Prepared(data, parts, part_info, module, fmodel, alg, loop_config(exp, compile, lr_schedule), opt, device,
                     initial)
+
+
+def make_result(exp: Experiment, p: Prepared, out: engine.LoopResult, wall: float, execution: dict,
+                init: torch.Tensor | None = None, threads_rule: str | None = None,
+                cpu: float | None = None) -> RunResult:
+    """The run's result and record from what ``engine`` returned (the trained model loaded into ``p.module``)."""
+    module = p.module
+    torch.nn.utils.vector_to_parameters(out.params.detach(), module.parameters())
+    for name, buf in module.named_buffers():
+        if name in out.buffers:
+            buf.copy_(out.buffers[name])
+    config = exp.config()
+    if init is not None:
+        config["init_fingerprint"] = hashlib.sha256(
+            init.detach().to(torch.float32).cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
+    config["executor_used"] = out.executor
+    if exp.compile:
+        execution = {**execution, "compile_seconds": round(out.compile_seconds, 3)}
+    env = environment(p.device)
+    if threads_rule:
+        env["threads_rule"] = threads_rule
+    return RunResult(config, config_hash(config), run_code_version(exp.algorithm), env, p.partition,
+                     out.history, {**final_metrics(out.history, wall, cpu), "num_params": p.fmodel.layout.size},
+                     out.status, out.message, module.eval(), execution,
+                     {"fingerprint": config["init_fingerprint"]} if init is not None else p.initial_model)

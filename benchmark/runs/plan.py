@@ -37,9 +37,9 @@ import algorithms
 from benchmark import models
 from benchmark.datasets.federated_dataset import FederatedDataset
 from benchmark.runs import batched, checkpoint, cost
-from benchmark.runs.build import load_dataset, prepare
+from benchmark.runs.build import load_dataset, make_result, prepare
 from benchmark.runs.experiment import Experiment
-from benchmark.runs.record import RunResult, make_result, run_code_version
+from benchmark.runs.record import RunResult, run_code_version
 from benchmark.sim import engine, executors as ex, numerics
 
 AUTO = "auto"

@@ -3,7 +3,6 @@ provenance (the package version, the git commit and dirty flag, plugins' sources
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -11,7 +10,6 @@ import subprocess
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.metadata import version
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -19,17 +17,12 @@ import torch
 from algorithms.core import plugins
 
 from benchmark.runs import store
-from benchmark.runs.experiment import Experiment, config_hash
 from benchmark.sim import numerics
 
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: the tomli backport (a dependency there)
     import tomli as tomllib
-
-if TYPE_CHECKING:
-    from benchmark.runs.build import Prepared
-    from benchmark.sim.engine import LoopResult
 
 RECORD_SCHEMA = 1
 
@@ -173,28 +166,3 @@ def chance_level(rec: dict) -> float:
     statistics), 0.0 when unknown (regression). The one source of this rule (diverged runs count at it)."""
     k = (rec.get("partition") or {}).get("statistics", {}).get("num_classes")
     return 1.0 / k if k else 0.0
-
-
-def make_result(exp: Experiment, p: Prepared, out: LoopResult, wall: float, execution: dict,
-                init: torch.Tensor | None = None, threads_rule: str | None = None,
-                cpu: float | None = None) -> RunResult:
-    """The run's result and record from what ``engine`` returned (the trained model loaded into ``p.module``)."""
-    module = p.module
-    torch.nn.utils.vector_to_parameters(out.params.detach(), module.parameters())
-    for name, buf in module.named_buffers():
-        if name in out.buffers:
-            buf.copy_(out.buffers[name])
-    config = exp.config()
-    if init is not None:
-        config["init_fingerprint"] = hashlib.sha256(
-            init.detach().to(torch.float32).cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
-    config["executor_used"] = out.executor
-    if exp.compile:
-        execution = {**execution, "compile_seconds": round(out.compile_seconds, 3)}
-    env = environment(p.device)
-    if threads_rule:
-        env["threads_rule"] = threads_rule
-    return RunResult(config, config_hash(config), run_code_version(exp.algorithm), env, p.partition,
-                     out.history, {**final_metrics(out.history, wall, cpu), "num_params": p.fmodel.layout.size},
-                     out.status, out.message, module.eval(), execution,
-                     {"fingerprint": config["init_fingerprint"]} if init is not None else p.initial_model)
