@@ -133,10 +133,9 @@ class FedBAT(Algorithm):
 
     def __init__(self, hp, layout, num_clients):
         super().__init__(hp, layout, num_clients)
-        self.bin_slices, self.fp_slices = split_layout(layout, hp.scope)
+        self.bin_slices = split_layout(layout, hp.scope)[0]  # the binarized layers (the rest stay fp32)
         self._is_bin = {s.name for s in self.bin_slices}
         self.d_bin = sum(s.numel for s in self.bin_slices)
-        self.d_fp = sum(s.numel for s in self.fp_slices)
         self.uplink = (get("identity") if hp.uplink == "fp32"
                        else fp32_layers(layer_binarize(scope_layout(layout, hp.scope)), layout, hp.scope))
 

@@ -11,7 +11,7 @@ import pathlib
 
 import pytest
 
-from benchmark.runs.experiment import code_version
+from benchmark.runs.record import code_version
 from theory.claims import CheckContext, all_claims
 from theory.claims import gradma as G
 

@@ -29,16 +29,16 @@ def test_flops_grow_with_the_input():
 ])
 def test_auto_rule(model, shape, batch, device, expected):
     f = cost.model_flops(model, shape, 10)
-    ch = cost.choose_executor("auto", device, True, f, batch)
+    ch = cost.executor_rule("auto", device, True, f, batch)
     assert ch.executor == expected and ch.reason.startswith("auto")
 
 
 def test_explicit_choice_and_unvectorizable_algorithms():
-    assert cost.choose_executor("vectorized", "cpu", True, 1e12, 64).executor == "vectorized"
-    assert cost.choose_executor("sequential", "cuda", True, 1.0, 64).executor == "sequential"
-    ch = cost.choose_executor("vectorized", "cpu", False, 1.0, 64)
+    assert cost.executor_rule("vectorized", "cpu", True, 1e12, 64).executor == "vectorized"
+    assert cost.executor_rule("sequential", "cuda", True, 1.0, 64).executor == "sequential"
+    ch = cost.executor_rule("vectorized", "cpu", False, 1.0, 64)
     assert ch.executor == "sequential" and "not vectorizable" in ch.reason
-    assert cost.choose_executor("auto", "cuda", False, 1.0, 64).executor == "sequential"
+    assert cost.executor_rule("auto", "cuda", False, 1.0, 64).executor == "sequential"
 
 
 def test_run_record_states_the_choice():

@@ -8,7 +8,7 @@ import torch
 import algorithms
 from algorithms.core import optim
 from algorithms.core import Message, ParamLayout, RoundInfo, make_hyper, stack_trees
-from benchmark.sim.executors import Batch
+from benchmark.sim.functional import Batch
 from tests.helpers import assert_same_history, run_tiny, tiny_bn_model, tiny_dataset
 
 
@@ -148,6 +148,16 @@ def test_fedavgm_momentum_hand_computed():
     st = a.aggregate(st, Message({"d": torch.tensor([[0.0], [2.0]])}), torch.tensor([0.5, 0.5]), info([0, 1], 2))
     # m = 0.5 * 2 + 1 = 2, x = -4 - 2 * 2 = -8
     assert torch.allclose(st["momentum"], torch.tensor([2.0])) and torch.allclose(st["params"], torch.tensor([-8.0]))
+
+
+def test_fedavg_weighting_hand_computed():
+    """FedAvg declares ``weighting`` itself (FedAvgM, its configuration, inherits it): the engine's sample
+    weights p_k = n_k / sum n_j, or 1/S."""
+    up = Message({"d": torch.tensor([[1.0], [3.0]])})
+    for weighting, x1 in (("samples", -1.2), ("uniform", -2.0)):  # x1 = 0 - (0.9 * 1 + 0.1 * 3), 0 - (1 + 3) / 2
+        a = alg("fedavg", 1, 2, weighting=weighting)
+        st = a.aggregate(a.init(torch.zeros(1)), up, torch.tensor([0.9, 0.1]), info([0, 1], 2))
+        assert torch.allclose(st["params"], torch.tensor([x1]))
 
 
 def test_fedprox_local_step_hand_computed():

@@ -14,7 +14,7 @@ import pytest
 
 from benchmark import Experiment, cli
 from benchmark.reports import leaderboard as report
-from benchmark.campaign import runner
+from benchmark.campaign import runner, suite as campaign_suite
 from theory import empirical
 from theory.empirical import run as erun
 from theory.empirical.claim import METRICS, VERDICTS, Claim, Comparison, Margin, arm
@@ -66,10 +66,11 @@ def test_full_scale_maps_every_arm_to_the_paper_suite(name):
     """The same claims run unchanged on the paper suite's cells (the GPU issue's suites): every (setting, arm)
     finds its cells there, one per seed, and those cells are the paper's setting."""
     m = empirical.paper(name)
-    suite = runner.load_suite(m.FULL.suite)
+    suite = campaign_suite.load_suite(m.FULL.suite)
     assert suite.scale == "paper" and suite.paper == name
     for s, a in erun.needed(erun.claims_at(m.FULL, m.CLAIMS)):
-        found = [c.experiment for c in suite.cells if runner._matches(m.FULL.settings[s], c.experiment.config())
+        found = [c.experiment for c in suite.cells
+                 if campaign_suite.config_matches(m.FULL.settings[s], c.experiment.config())
                  and arm_matches(m.ARMS[a], c.experiment.config())]
         seeds = [e.seed for e in found]
         assert found and len(seeds) == len(set(seeds)), (s, a, seeds)
@@ -141,7 +142,7 @@ def _rec(alg, acc, seed, partition="iid", **cfg):
 
 
 def test_reduced_leaderboards_show_paper_numbers_for_orientation_only():
-    ref = runner.Reference({"algorithm": "fedavg"}, 88.9, 0.2, "Table 1")
+    ref = campaign_suite.Reference({"algorithm": "fedavg"}, 88.9, 0.2, "Table 1")
     recs = [_rec("fedavg", 0.7, s) for s in range(2)]
     md = report.leaderboard(recs, [ref], "t", comparable=False)
     assert "paper 88.9 ± 0.2 at full scale" in md and "Δ" not in md and "orientation only" in md

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from benchmark import Experiment, FederatedDataset, run
-from benchmark.sim import executors as ex
+from benchmark.sim import executors as ex, functional
 from tests.helpers import run_tiny, tiny_dataset, tiny_model
 
 
@@ -156,7 +156,7 @@ def test_weighted_batchnorm_matches_torch_batchnorm():
     torch.manual_seed(0)
     bn = torch.nn.BatchNorm2d(3)
     model = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), bn)
-    fm = ex.FunctionalModel(model, "classification")
+    fm = functional.FunctionalModel(model, "classification")
     x = torch.randn(7, 2, 6, 6)
     flat = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
     ours, stats = fm.forward_train(flat, x, torch.ones(7), buffers=fm.initial_buffers())
@@ -188,7 +188,7 @@ def test_nothing_of_a_forward_is_stored_on_the_model():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(),
                                 torch.nn.Dropout(0.5), torch.nn.Linear(8, 3))
-    fm = ex.FunctionalModel(model, "classification")
+    fm = functional.FunctionalModel(model, "classification")
     state = lambda: ({k: id(v) for k, v in vars(fm).items()},  # noqa: E731
                      [(id(m), sorted(vars(m)), [id(t) for t in [*m.parameters(), *m.buffers()]])
                       for v in fm._variants.values() for m in v.module.modules()])
@@ -213,7 +213,7 @@ def test_dropout_masks_are_the_clients_counter_rng_draws():
     b.uniform((3,))
     assert torch.equal(stream_uniform(next_stream(a), (4, 5)), b.uniform((4, 5)))
     assert torch.equal(a.uniform((2,)), b.uniform((2,)))  # both counters advanced alike
-    fm = ex.FunctionalModel(torch.nn.Sequential(torch.nn.Dropout(0.5)), "classification")
+    fm = functional.FunctionalModel(torch.nn.Sequential(torch.nn.Dropout(0.5)), "classification")
     x = torch.ones(6, 8)
     out, _ = fm.forward_train(torch.zeros(0), x, rng=CounterRng(torch.tensor(5)))
     keep = (CounterRng(torch.tensor(5)).uniform((6, 8)) >= 0.5).float()

@@ -18,7 +18,7 @@ from typing import Callable
 
 import pytest
 
-from benchmark.campaign import runner
+from benchmark.campaign import runner, suite as campaign_suite
 from benchmark.runs import store
 from tests.faults import (alive, cmdline, descendants, fedrepro, metrics, popen_fedrepro,
                           read_only_dir_fixture, record_files, wait_gone, write_tiny_suite)  # noqa: F401
@@ -31,7 +31,7 @@ def finished(tmp_path_factory):
     """A tiny suite and a results root where all its cells are finished (run once per test worker)."""
     base = tmp_path_factory.mktemp("finished")
     suite = write_tiny_suite(base)
-    counts = runner.run_suite(runner.load_suite(str(suite)), results_root=str(base / "results"), progress=False)
+    counts = runner.run_suite(campaign_suite.load_suite(str(suite)), results_root=str(base / "results"), progress=False)
     assert counts["ok"] == 4
     return suite, base / "results"
 

@@ -3,6 +3,11 @@
 Every import of every module, at module level or inside a function, is an edge; the rules are checked on
 the whole graph, and the checker itself is shown to catch a planted cycle and a planted upward import.
 
+benchmark/ in rooms (issue 46): its sub-packages import one way, along ``ALLOWED_ARROWS`` (data -> the loop ->
+one run -> campaigns, measurement, the contract -> reports -> the command), with no cycle between rooms and at
+most ``MAX_TOP_LEVEL_MODULES`` modules beside them; the spec of a run imports neither the round loop nor the
+executors; each checker is shown to catch a planted violation.
+
 algorithms/ as DESIGN.md draws it: every top-level module registers at least one algorithm (it is found by
 its folder), the infrastructure lives in the sub-packages core/ and compress/, and they register none; the
 checker is shown to catch a planted helper module, a planted sub-package and an algorithm inside core/.
@@ -13,6 +18,9 @@ and theory/; the checker is shown to catch a planted long function and a planted
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,14 +39,26 @@ def modules(root: Path) -> dict[str, tuple[Path, bool]]:
     return out
 
 
-def import_graph(root: Path) -> dict[str, set[str]]:
-    """module -> the project modules it imports (``from pkg import mod`` counts as ``pkg.mod``)."""
+def _walk(tree: ast.AST, module_level: bool):
+    """The nodes of ``tree``; with ``module_level``, not those inside functions (run only when called)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if module_level and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        todo += list(ast.iter_child_nodes(node))
+
+
+def import_graph(root: Path, module_level: bool = False) -> dict[str, set[str]]:
+    """module -> the project modules it imports (``from pkg import mod`` counts as ``pkg.mod``), at any depth of
+    its code (``module_level``: only the imports that run when it is imported)."""
     mods = modules(root)
     graph = {}
     for name, (path, is_pkg) in mods.items():
         pkg = name.split(".") if is_pkg else name.split(".")[:-1]
         deps = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _walk(ast.parse(path.read_text()), module_level):
             if isinstance(node, ast.Import):
                 deps.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -192,6 +212,154 @@ def test_checker_catches_a_planted_cycle_and_upward_import(tmp_path):
     g = import_graph(root)
     assert cycles(g) == [["benchmark.report", "benchmark.runner"]]
     assert upward(g) == ["benchmark.theory_cli -> theory.claims"]
+
+
+# --------------------------------------------------------------------------------------------------
+# benchmark/'s rooms (issue 46): sub-packages by role, and the arrows allowed between them
+
+#: room -> the rooms it may import: data -> the loop -> one run -> campaigns / measurement / the contract ->
+#: reports; above them the package's own top-level modules (``benchmark/__init__``: the public names), then the
+#: command and the asv benchmarks, which compose everything (``TOP``)
+_DATA = {"datasets", "models"}
+ALLOWED_ARROWS = {
+    "datasets": set(),
+    "models": set(),
+    "sim": _DATA,
+    "runs": _DATA | {"sim"},
+    "campaign": _DATA | {"sim", "runs"},
+    "perf": _DATA | {"sim", "runs"},
+    "contract": _DATA | {"sim", "runs"},
+    "reports": _DATA | {"sim", "runs", "campaign"},
+    "(top-level)": _DATA | {"sim", "runs", "campaign", "perf", "contract", "reports"},
+}
+#: modules of benchmark/ itself beside its sub-packages (``__init__`` not counted)
+MAX_TOP_LEVEL_MODULES = 8
+
+
+def room(name: str, root: Path = ROOT) -> str | None:
+    """The room of a benchmark module: its sub-package, "(top-level)" for benchmark/__init__ and benchmark/*.py,
+    "cli"/"asv" for the top; None outside benchmark/."""
+    parts = name.split(".")
+    if parts[0] != "benchmark":
+        return None
+    if len(parts) > 1 and (root / "benchmark" / parts[1]).is_dir():
+        return parts[1]
+    return "(top-level)"
+
+
+def room_arrows(root: Path) -> dict[tuple[str, str], list[str]]:
+    """(room, room it imports) -> the module imports that make the arrow (any depth of the code)."""
+    arrows: dict[tuple[str, str], list[str]] = {}
+    for m, deps in import_graph(root).items():
+        for d in deps:
+            a, b = room(m, root), room(d, root)
+            if a and b and a != b:
+                arrows.setdefault((a, b), []).append(f"{m} -> {d}")
+    return arrows
+
+
+def room_findings(root: Path) -> list[str]:
+    """Arrows between rooms that ``ALLOWED_ARROWS`` does not list (the command and asv may import anything), the
+    cycles between rooms, and top-level modules beyond ``MAX_TOP_LEVEL_MODULES``."""
+    arrows = room_arrows(root)
+    found = [f"{a} -> {b} is not an allowed arrow ({'; '.join(sorted(why)[:3])})"
+             for (a, b), why in sorted(arrows.items()) if a not in TOP_ROOMS and b not in ALLOWED_ARROWS.get(a, ())]
+    graph: dict[str, set[str]] = {}
+    for a, b in arrows:
+        graph.setdefault(a, set()).add(b)
+        graph.setdefault(b, set())
+    found += [f"a cycle between rooms: {' <-> '.join(c)}" for c in cycles(graph)]
+    top = sorted(p.name for p in (root / "benchmark").glob("*.py") if p.name != "__init__.py")
+    if len(top) > MAX_TOP_LEVEL_MODULES:
+        found.append(f"benchmark/ has {len(top)} top-level modules (at most {MAX_TOP_LEVEL_MODULES}): {', '.join(top)}")
+    return found
+
+
+TOP_ROOMS = ("cli", "asv")
+
+
+def test_benchmark_rooms_import_one_way():
+    assert room_findings(ROOT) == []
+
+
+def test_every_room_of_benchmark_is_declared():
+    rooms = {p.name for p in (ROOT / "benchmark").iterdir() if (p / "__init__.py").exists()}
+    assert rooms == set(ALLOWED_ARROWS) - {"(top-level)"} | set(TOP_ROOMS)
+
+
+def test_room_checker_catches_an_upward_arrow_a_cycle_and_too_many_modules(tmp_path):
+    files = {f"benchmark/{r}/__init__.py": "" for r in ("sim", "runs", "campaign", "perf", "reports")}
+    files.update({
+        "benchmark/sim/engine.py": "def f():\n    from benchmark.runs import plan\n",  # the loop imports a run
+        "benchmark/runs/plan.py": "from benchmark.sim import engine\n",
+        "benchmark/campaign/runner.py": "from benchmark.perf import bench\n",
+        "benchmark/perf/bench.py": "from ..campaign import runner\n",  # campaign <-> perf
+        "benchmark/reports/leaderboard.py": "from benchmark.campaign import runner\n",  # allowed
+    })
+    files.update({f"benchmark/m{i}.py": "" for i in range(MAX_TOP_LEVEL_MODULES + 1)})
+    found = room_findings(_tree(tmp_path, files))
+    assert found == [
+        "campaign -> perf is not an allowed arrow (benchmark.campaign.runner -> benchmark.perf.bench)",
+        "perf -> campaign is not an allowed arrow (benchmark.perf.bench -> benchmark.campaign.runner)",
+        "sim -> runs is not an allowed arrow (benchmark.sim.engine -> benchmark.runs.plan)",
+        "a cycle between rooms: campaign <-> perf",
+        "a cycle between rooms: runs <-> sim",
+        f"benchmark/ has 9 top-level modules (at most 8): {', '.join(f'm{i}.py' for i in range(9))}"]
+
+
+# --------------------------------------------------------------------------------------------------
+# The spec imports no engine (issue 46): what a run is, apart from how it is built and run
+
+SPEC = "benchmark.runs.experiment"
+NOT_FROM_SPEC = ("benchmark.sim.engine", "benchmark.sim.executors")
+
+
+def reachable(root: Path, start: str) -> set[str]:
+    """Every module that importing ``start`` may import: its imports at any depth of its code, theirs, and the
+    packages whose ``__init__`` runs first (with the imports that run then: ``benchmark/__init__``'s are lazy)."""
+    graph, init = import_graph(root), import_graph(root, module_level=True)
+    seen, todo = set(), [(start, graph)]
+    while todo:
+        m, g = todo.pop()
+        if (m, id(g)) in seen or m not in g:
+            continue
+        seen.add((m, id(g)))
+        todo += [(d, graph) for d in g[m]]
+        todo += [(".".join(m.split(".")[:i]), init) for i in range(1, m.count(".") + 1)]
+    return {m for m, _ in seen} - {start}
+
+
+def test_the_spec_imports_neither_the_engine_nor_the_executors():
+    assert reachable(ROOT, SPEC) & set(NOT_FROM_SPEC) == set()
+
+
+def test_the_spec_check_catches_a_planted_import_of_the_engine(tmp_path):
+    root = _tree(tmp_path, {
+        "benchmark/runs/__init__.py": "", "benchmark/runs/experiment.py": "from benchmark.runs import build\n",
+        "benchmark/runs/build.py": "def prepare():\n    from benchmark.sim import executors\n",
+        "benchmark/sim/__init__.py": "", "benchmark/sim/executors.py": "", "benchmark/sim/engine.py": "",
+    })
+    assert reachable(root, SPEC) & set(NOT_FROM_SPEC) == {"benchmark.sim.executors"}
+
+
+def test_benchmark_run_stays_the_function_whatever_was_imported_before():
+    """``from benchmark import run, Experiment, FederatedDataset`` (README) after importing every module of
+    benchmark/ (a sub-package named ``run`` would replace the function by the module), in a fresh process, in
+    both orders."""
+    code = ("import importlib, pkgutil, sys, types\n"
+            "import benchmark\n"
+            "first = sys.argv[1] == 'names'\n"
+            "if first:\n    from benchmark import run, Experiment, FederatedDataset, RunResult\n"
+            "for m in pkgutil.walk_packages(benchmark.__path__, 'benchmark.'):\n"
+            "    if '.asv' not in m.name and not m.name.endswith('__main__'):\n        importlib.import_module(m.name)\n"
+            "from benchmark import run, Experiment, FederatedDataset, RunResult\n"
+            "assert isinstance(run, types.FunctionType) and run.__module__ == 'benchmark.runs.plan', run\n"
+            "assert (Experiment.__name__, FederatedDataset.__name__, RunResult.__name__) == "
+            "('Experiment', 'FederatedDataset', 'RunResult')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    for order in ("names", "modules"):
+        out = subprocess.run([sys.executable, "-c", code, order], capture_output=True, text=True, env=env, cwd=ROOT)
+        assert out.returncode == 0, out.stderr[-2000:]
 
 
 # --------------------------------------------------------------------------------------------------

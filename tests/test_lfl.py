@@ -311,7 +311,7 @@ def test_defaults_and_unknown_args():
     ("lfl_reduced", {"lb": {"q2": 2}, "lfl": {"q1": 2, "q2": 2}, "lgm": {"q1": 2, "q2": 2}, "ltgm": {"q1": 50, "q2": 2}}),
 ])
 def test_suite_files_are_valid(suite, levels):
-    from benchmark.campaign.runner import load_suite
+    from benchmark.campaign.suite import load_suite
 
     s = load_suite(suite)  # validates every cell (unknown keys, invalid values)
     assert s.paper == "lfl" and "unspecified" in s.notes and not s.references  # the paper prints no numbers

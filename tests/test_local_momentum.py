@@ -18,7 +18,8 @@ import algorithms
 from algorithms.core import optim
 from benchmark.sim import engine
 from benchmark.runs import plan
-from benchmark.runs.experiment import Experiment, prepare
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.build import prepare
 from tests import planted
 from tests.helpers import tiny_dataset, tiny_model
 from theory.problems import hetero_quadratic

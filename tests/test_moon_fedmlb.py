@@ -12,7 +12,8 @@ from algorithms.core import optim
 from algorithms.fedmlb import branched_loss
 from algorithms.moon import contrastive_loss
 from benchmark import models
-from benchmark.sim.executors import Batch, ClientContext, ClientShare, FunctionalModel, LocalSetup
+from benchmark.sim.functional import Batch, FunctionalModel
+from benchmark.sim.executors import ClientContext, ClientShare, LocalSetup
 from tests.helpers import assert_same_history, run_tiny, tiny_bn_model
 
 

@@ -11,7 +11,7 @@ from algorithms.core import Algorithm, Message, diagnose
 from benchmark import Experiment, run
 from benchmark.sim import engine
 from benchmark.sim import executors as ex
-from benchmark.runs.experiment import prepare
+from benchmark.runs.build import prepare
 from tests.helpers import run_tiny, tiny_dataset, tiny_model
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.cli import main
-from benchmark.runs.experiment import code_version
+from benchmark.runs.record import code_version
 from theory import empirical
 from theory.empirical import own
 

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark.campaign import runner
+from benchmark.campaign import suite as campaign_suite
 
-WITH_REFERENCES = [n for n in runner.suite_names() if runner.load_suite(n).references]
+WITH_REFERENCES = [n for n in campaign_suite.suite_names() if campaign_suite.load_suite(n).references]
 
 
 @pytest.mark.parametrize("name", WITH_REFERENCES)
 def test_every_reference_matches_a_cell(name):
-    suite = runner.load_suite(name)
+    suite = campaign_suite.load_suite(name)
     for ref in suite.references:
         n = sum(any(r is ref for r in c.references) for c in suite.cells)
         assert n >= 1, f"{name}: reference {ref.match} ({ref.source}) matches no cell"
 
 
 def test_gradma_table1_is_the_whole_table():
-    suite = runner.load_suite("gradma_table1")
+    suite = campaign_suite.load_suite("gradma_table1")
     algs = {c.experiment.algorithm for c in suite.cells}
     assert algs == {"fedavg", "fedprox", "fedmlb", "moon", "scaffold", "gradma_w", "fedavgm", "mifa", "mifam",
                     "gradma_s", "fedproxm", "fedmlbm", "moonm", "feddyn", "mimelite", "gradma"}

@@ -7,7 +7,7 @@ import torch
 
 from benchmark import Experiment
 from benchmark.runs import plan, store
-from benchmark.campaign import runner
+from benchmark.campaign import runner, suite as campaign_suite
 
 
 def _digits(**kw):
@@ -107,14 +107,14 @@ set = { executor = "sequential" }
 def test_dry_run_plans_what_the_run_runs(tmp_path):
     path = tmp_path / "planned.toml"
     path.write_text(SUITE)
-    suite = runner.load_suite(str(path))
+    suite = campaign_suite.load_suite(str(path))
     dry = runner.plan_suite(suite, str(tmp_path))
     assert dry["jobs"] == 5  # fedavg: 4 cells in one job; fedbat asked sequential: 4 cells alone
     assert dry["reasons"]["device"] == {"cpu: auto: torch sees no CUDA device": 5} or torch.cuda.is_available()
     assert dry["reasons"]["executor"]["sequential: asked for"] == 4  # the dry run says why, per job
     assert [why for why in dry["reasons"]["executor"] if why.startswith("vectorized: batched: 4 runs")]
     assert {"batching does not pay" in why for r in dry["rows"].values() for why in r["reason"]} == {True, False}
-    with pytest.raises(runner.SuiteError, match="backend"):  # checked before anything is planned
+    with pytest.raises(campaign_suite.SuiteError, match="backend"):  # checked before anything is planned
         runner.plan_suite(suite, str(tmp_path), backend="slurm")
     alone = runner.plan_suite(suite, str(tmp_path), backend="process")  # its workers run cells in parallel
     assert alone["jobs"] == 8 and all("backend process" in why for r in alone["rows"].values() for why in r["reason"])

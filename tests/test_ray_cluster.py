@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.campaign import runner
+from benchmark.campaign import runner, suite as campaign_suite
 from tests.faults import cli_env, cmdline, descendants, kill_pids, metrics, wait_gone, write_tiny_suite
 
 pytest.importorskip("ray", reason="Ray is installed with the test extras")
@@ -100,7 +100,7 @@ import ray
 from benchmark import runner
 ray.init(address=sys.argv[1], log_to_driver=False)
 try:
-    runner.run_suite(runner.load_suite(sys.argv[2]), backend="ray", results_root=sys.argv[3], progress=False)
+    runner.run_suite(campaign_suite.load_suite(sys.argv[2]), backend="ray", results_root=sys.argv[3], progress=False)
 except KeyboardInterrupt:
     print("interrupted", flush=True)
     time.sleep(120)  # stay connected: the test checks the cells stopped meanwhile
@@ -111,7 +111,7 @@ except KeyboardInterrupt:
 def test_ray_cluster_survives_losing_a_node(tmp_path):
     t_end = time.monotonic() + DEADLINE_S
     suite = write_tiny_suite(tmp_path, name="raytiny", rounds=40, seeds=(0, 1, 2))
-    local = runner.run_suite(runner.load_suite(str(suite)), results_root=str(tmp_path / "local"), progress=False)
+    local = runner.run_suite(campaign_suite.load_suite(str(suite)), results_root=str(tmp_path / "local"), progress=False)
     assert local["ok"] == 6
 
     ray_tmp = tempfile.mkdtemp(prefix="fr-ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes

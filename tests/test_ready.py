@@ -35,7 +35,7 @@ def _run_without_extras(code: str, tmp_path) -> subprocess.CompletedProcess:
 def test_cli_runs_from_the_source_tree_without_extras(tmp_path):
     code = """
         from benchmark.cli import main
-        from benchmark.runs.experiment import code_version
+        from benchmark.runs.record import code_version
         assert code_version()["package"] not in ("0+unknown", None), code_version()
         for argv in (["list", "suites"], ["run", "--suite", "smoke", "--dry-run", "--device", "cpu"],
                      ["bench", "--help"], ["validate", "--help"], ["run", "--help"]):
@@ -69,10 +69,10 @@ def test_a_run_writes_its_record_without_extras(tmp_path):
 def test_package_version_prefers_the_source_tree(monkeypatch):
     import importlib.metadata as md
 
-    from benchmark.runs import experiment
+    from benchmark.runs import record
 
     monkeypatch.setattr(md, "version", lambda name: "9.9.9")
-    assert experiment.package_version() != "9.9.9"  # pyproject.toml beside the package wins
+    assert record.package_version() != "9.9.9"  # pyproject.toml beside the package wins
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark.campaign import cell_claims, runner
+from benchmark.campaign import cell_claims, runner, backends, suite as campaign_suite
 from benchmark.runs import oom, store
 from benchmark.cli import main
 from tests.faults import ROOT, cli_env, fedrepro, metrics, write_tiny_suite
@@ -44,7 +44,7 @@ def test_the_cpu_allocators_real_failure_is_out_of_memory():
 
 
 def test_a_cell_that_fails_for_real_memory_alone_says_so(tmp_path):
-    rec = runner.failed_record(runner.Experiment(algorithm="fedavg", dataset="digits", rounds=1),
+    rec = backends.failed_record(runner.Experiment(algorithm="fedavg", dataset="digits", rounds=1),
                                _real_allocation_failure(), 0.0)
     assert rec["message"].startswith("out of memory, even alone: RuntimeError: ")
     assert rec["memory_needed"] == f"one allocation of {oom.human_bytes(2**50)} failed"
@@ -133,7 +133,7 @@ def _no_leftovers(folder: Path) -> None:
 def test_a_real_full_disk_stops_the_suite_and_a_rerun_after_freeing_space_completes(small_tmpfs, tmp_path, capsys,
                                                                                       monkeypatch):
     suite = write_tiny_suite(tmp_path, rounds=2, seeds=range(3))  # 6 cells, records of about 4 KiB
-    runner.run_suite(runner.load_suite(str(suite)), results_root=str(tmp_path / "whole"), progress=False)
+    runner.run_suite(campaign_suite.load_suite(str(suite)), results_root=str(tmp_path / "whole"), progress=False)
     root = small_tmpfs(1024)
     filler = _fill(root, leave_kib=40)  # room for a few records (and their claims), not for 6
     env = cli_env(**{store.RESCUE_ENV: str(tmp_path / "rescue")})

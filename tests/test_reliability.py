@@ -10,7 +10,7 @@ import pytest
 from benchmark import Experiment, run
 from benchmark.sim import engine
 from benchmark.runs import experiment, plan, store
-from benchmark.campaign import runner
+from benchmark.campaign import runner, suite as campaign_suite
 from benchmark.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +56,7 @@ def test_divergence_factor_keeps_committed_cell_hashes():
     every committed leaderboard still names its cells; another value is a different cell."""
     for name in ("smoke", "fedbat_reduced"):
         committed = {row["config_hash"] for row in csv.DictReader(open(ROOT / "results" / name / "0.1.0" / "runs.csv"))}
-        assert {c.config_hash for c in runner.load_suite(name).cells} == committed
+        assert {c.config_hash for c in campaign_suite.load_suite(name).cells} == committed
     e = Experiment()
     assert e.config()["divergence_factor"] == experiment.DIVERGENCE_FACTOR
     assert Experiment(divergence_factor=10.0).config_hash() != e.config_hash()
@@ -104,7 +104,7 @@ def test_process_plan_never_more_workers_than_cpus(monkeypatch):
 
 @pytest.mark.parametrize("jobs", [0, -1, 1.5, "two", True])
 def test_check_jobs(jobs):
-    with pytest.raises(runner.SuiteError, match="jobs must be an integer >= 1 or 'auto'"):
+    with pytest.raises(campaign_suite.SuiteError, match="jobs must be an integer >= 1 or 'auto'"):
         runner.check_jobs(jobs)
 
 
@@ -148,7 +148,7 @@ def test_run_whose_record_cannot_be_written_is_rescued(monkeypatch, capsys, tmp_
 def test_suite_cell_whose_record_cannot_be_written_is_rescued_and_the_suite_goes_on(monkeypatch, capsys, tmp_path):
     from tests.faults import write_tiny_suite
 
-    suite = runner.load_suite(str(write_tiny_suite(tmp_path, rounds=1, seeds=(0,))))
+    suite = campaign_suite.load_suite(str(write_tiny_suite(tmp_path, rounds=1, seeds=(0,))))
     folder = runner.results_dir(tmp_path / "res", "tiny")
     monkeypatch.setenv(store.RESCUE_ENV, str(tmp_path / "rescue"))
     monkeypatch.setattr(store, "write_record", _disk_full_in(folder, errno.EROFS))  # a full disk stops the suite

@@ -2,7 +2,7 @@
 columns, so different experiments are never averaged together."""
 from __future__ import annotations
 
-from benchmark.reports import leaderboard as report
+from benchmark.reports import leaderboard as report, columns
 
 
 def _rec(algorithm, seed, acc, **cfg):
@@ -17,7 +17,7 @@ def _rec(algorithm, seed, acc, **cfg):
 def test_models_are_columns_and_a_per_model_lr_adds_none():
     recs = [_rec("fedavg", s, 0.5, model="logreg", lr=0.1) for s in (0, 1)]
     recs += [_rec("fedavg", s, 0.9, model="mlp", lr=0.05, model_args={"hidden": 64}) for s in (0, 1)]
-    assert report.column_keys(recs) == ("model",)
+    assert columns.column_keys(recs) == ("model",)
     md = report.leaderboard(recs, title="t")
     header = next(line for line in md.splitlines() if line.startswith("| method"))
     assert "logreg" in header and "mlp" in header
@@ -26,18 +26,18 @@ def test_models_are_columns_and_a_per_model_lr_adds_none():
 
 def test_a_field_outside_the_usual_keys_becomes_a_column_when_it_varies_alone():
     recs = [_rec("fedavg", 0, 0.5, lr=0.1), _rec("fedavg", 0, 0.7, lr=0.01)]
-    assert report.column_keys(recs) == ("lr",)
+    assert columns.column_keys(recs) == ("lr",)
     md = report.leaderboard(recs, title="t")
     assert "lr=0.1" in md and "lr=0.01" in md
 
 
 def test_dataset_args_label():
     recs = [_rec("fedavg", 0, 0.5), _rec("fedavg", 0, 0.6, dataset_args={"labels": "parity"})]
-    assert report.column_keys(recs) == ("dataset_args",)
+    assert columns.column_keys(recs) == ("dataset_args",)
     md = report.leaderboard(recs, title="t")
     assert "labels=parity" in md and "dataset_args default" in md
 
 
 def test_nothing_varies():
     recs = [_rec("fedavg", s, 0.5) for s in (0, 1)] + [_rec("fedprox", 0, 0.4)]
-    assert report.column_keys(recs) == ("dataset",)
+    assert columns.column_keys(recs) == ("dataset",)

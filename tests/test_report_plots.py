@@ -10,7 +10,7 @@ import matplotlib.colors as mcolors  # noqa: E402
 import matplotlib.figure  # noqa: E402
 import pytest  # noqa: E402
 
-from benchmark.reports import leaderboard as report, plots as report_plots, style as report_style  # noqa: E402
+from benchmark.reports import plots as report_plots, style as report_style  # noqa: E402
 
 
 def _rec(alg, partition, seed=0, status="ok", rounds=6, bits=1000, level=0.5):
@@ -80,7 +80,7 @@ def check_styles_and_legends(saved):
 
 
 def test_a_method_keeps_its_style_and_its_legend_entry_when_a_panel_lacks_it(tmp_path, figures):
-    report.plot_curves(_records(), tmp_path)
+    report_plots.plot_curves(_records(), tmp_path)
     styles = check_styles_and_legends(figures)
     assert set(styles) == {"fedavg", "fedprox", "scaffold"}
 
@@ -124,7 +124,7 @@ def test_the_built_in_algorithms_have_distinct_looks_and_each_shipped_suite_dist
 def test_many_methods_draw_a_selection_and_small_multiples_of_all(tmp_path, figures):
     algs = ["fedavg", "gradma", "gradma_w"] + [f"base{i:02d}" for i in range(20)]
     recs = [_rec(a, p, level=0.1 + 0.01 * i) for i, a in enumerate(algs) for p in ("iid", "dirichlet:0.3")]
-    paths = report.plot_curves(recs, tmp_path, paper="gradma")
+    paths = report_plots.plot_curves(recs, tmp_path, paper="gradma")
     assert sorted(p.name for p in paths) == ["accuracy_vs_rounds.png", "accuracy_vs_rounds_all.png",
                                              "accuracy_vs_uplink_bits.png", "accuracy_vs_uplink_bits_all.png"]
     check_styles_and_legends(figures)
@@ -185,7 +185,7 @@ def test_a_panel_says_its_dataset_model_and_seeds_where_they_differ_between_pane
 def test_one_panel_with_seven_methods_keeps_its_legend_inside_the_figure(tmp_path, figures):
     """FedBAT's reduced suite: one column, seven methods with long names (the legend was cut off at both ends)."""
     algs = ["fedavg", "ef_signsgd", "fedbat", "noisy_signsgd", "signsgd", "stoc_signsgd", "zerofl"]
-    report.plot_curves([_rec(a, "fmnist", level=0.3 + 0.01 * i) for i, a in enumerate(algs)], tmp_path, paper="fedbat")
+    report_plots.plot_curves([_rec(a, "fmnist", level=0.3 + 0.01 * i) for i, a in enumerate(algs)], tmp_path, paper="fedbat")
     assert set(check_styles_and_legends(figures)) == set(algs)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.reports import leaderboard as report
-from benchmark.campaign import runner
+from benchmark.campaign import runner, suite as campaign_suite
 from benchmark.runs import store
 
 SUITE = """
@@ -50,14 +50,14 @@ def metrics(folder):
             for r in store.read_records(folder)}
 
 
-@pytest.mark.parametrize("name", runner.suite_names())
+@pytest.mark.parametrize("name", campaign_suite.suite_names())
 def test_every_shipped_suite_loads(name):
-    s = runner.load_suite(name)
+    s = campaign_suite.load_suite(name)
     assert s.cells and s.name == name
 
 
 def test_suite_expands_matrix_and_overrides(tmp_path):
-    s = runner.load_suite(str(write_suite(tmp_path)))
+    s = campaign_suite.load_suite(str(write_suite(tmp_path)))
     assert len(s.cells) == 8
     prox = [c for c in s.cells if c.experiment.algorithm == "fedprox"]
     assert all(c.experiment.algorithm_args == {"mu": 0.1} for c in prox)
@@ -75,18 +75,18 @@ def test_suite_expands_matrix_and_overrides(tmp_path):
 def test_invalid_suites_name_file_and_key(tmp_path, bad, msg):
     p = tmp_path / "bad.toml"
     p.write_text(bad)
-    with pytest.raises(runner.SuiteError) as e:
-        runner.load_suite(str(p))
+    with pytest.raises(campaign_suite.SuiteError) as e:
+        campaign_suite.load_suite(str(p))
     assert "bad.toml" in str(e.value) and msg in str(e.value)
 
 
 def test_unknown_suite_name():
-    with pytest.raises(runner.SuiteError, match="unknown suite"):
-        runner.load_suite("smokey")
+    with pytest.raises(campaign_suite.SuiteError, match="unknown suite"):
+        campaign_suite.load_suite("smokey")
 
 
 def test_run_then_resume_skips_finished(tmp_path):
-    s = runner.load_suite(str(write_suite(tmp_path)))
+    s = campaign_suite.load_suite(str(write_suite(tmp_path)))
     counts = runner.run_suite(s, results_root=str(tmp_path / "res"), progress=False)
     assert counts["ok"] == 8 and counts["skipped"] == 0
     folder = runner.results_dir(tmp_path / "res", "mini")
@@ -98,7 +98,7 @@ def test_run_then_resume_skips_finished(tmp_path):
 def test_failing_cell_is_recorded_and_suite_goes_on(tmp_path):
     text = SUITE.replace('dataset = "digits"', 'dataset = "digits"\ndata_root = "{root}"').replace(
         'partition = ["iid", "labelcnt:2"]', 'partition = ["iid"]\ndataset = ["digits", "mnist"]')
-    s = runner.load_suite(str(write_suite(tmp_path, text=text, root=str(tmp_path / "nodata"))))
+    s = campaign_suite.load_suite(str(write_suite(tmp_path, text=text, root=str(tmp_path / "nodata"))))
     counts = runner.run_suite(s, results_root=str(tmp_path / "res"), progress=False)
     assert counts["failed"] == 4 and counts["ok"] == 4
     failed = [r for r in store.read_records(runner.results_dir(tmp_path / "res", "mini")) if r["status"] == "failed"]
@@ -133,7 +133,7 @@ def test_sigkill_then_rerun_equals_uninterrupted(tmp_path):
 
 
 def test_process_backend_equals_local(tmp_path):
-    s = runner.load_suite(str(write_suite(tmp_path)))
+    s = campaign_suite.load_suite(str(write_suite(tmp_path)))
     runner.run_suite(s, backend="local", results_root=str(tmp_path / "a"), progress=False)
     runner.run_suite(s, backend="process", jobs=2, results_root=str(tmp_path / "b"), progress=False)
     assert metrics(runner.results_dir(tmp_path / "a", "mini")) == metrics(runner.results_dir(tmp_path / "b", "mini"))
@@ -142,7 +142,7 @@ def test_process_backend_equals_local(tmp_path):
 def test_ray_backend_equals_local(tmp_path):
     pytest.importorskip("ray", reason="Ray is installed with the test extras in CI")
     text = SUITE.replace('partition = ["iid", "labelcnt:2"]', 'partition = ["iid"]')
-    s = runner.load_suite(str(write_suite(tmp_path, text=text)))
+    s = campaign_suite.load_suite(str(write_suite(tmp_path, text=text)))
     runner.run_suite(s, backend="local", results_root=str(tmp_path / "a"), progress=False)
     runner.run_suite(s, backend="ray", results_root=str(tmp_path / "b"), progress=False)
     assert metrics(runner.results_dir(tmp_path / "a", "mini")) == metrics(runner.results_dir(tmp_path / "b", "mini"))
@@ -176,7 +176,7 @@ def test_stale_temp_of_dead_writer_is_removed(tmp_path):
 
 
 def test_report_writes_leaderboard_csv_and_plots(tmp_path):
-    s = runner.load_suite(str(write_suite(tmp_path)))
+    s = campaign_suite.load_suite(str(write_suite(tmp_path)))
     runner.run_suite(s, results_root=str(tmp_path / "res"), progress=False)
     paths = report.write_report(s, runner.results_dir(tmp_path / "res", "mini"))
     md = paths["markdown"].read_text()

@@ -8,8 +8,9 @@ import math
 import pytest
 
 from benchmark.runs import cost
-from benchmark.campaign import runner
-from benchmark.runs.experiment import Experiment, prepare
+from benchmark.campaign import suite as campaign_suite
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.build import prepare
 from theory import empirical
 from theory.empirical import metrics
 from theory.empirical import run as erun
@@ -90,7 +91,7 @@ def test_the_full_report_plan_fits_forty_cpu_hours():
 def test_a_paper_scale_is_the_paper_suite_setting_but_for_its_stated_reductions(name):
     mod = empirical.paper(name)
     sc = next(s for s in paper_scales(mod) if s.name == "paper")
-    suite = runner.load_suite(mod.FULL.suite)
+    suite = campaign_suite.load_suite(mod.FULL.suite)
     stated = {r.what for r in sc.reductions}
     for setting, a in erun.needed(sc.claims_here(mod.CLAIMS)):
         ours = sc.base(setting, mod.ARMS[a]).config()
@@ -99,7 +100,7 @@ def test_a_paper_scale_is_the_paper_suite_setting_but_for_its_stated_reductions(
         held = any(arm_matches(arm, c.experiment.config()) for c in suite.cells)
         match = arm if held else dataclasses.replace(arm, args={})
         cells = [c.experiment.config() for c in suite.cells
-                 if runner._matches(mod.FULL.settings[setting], c.experiment.config())
+                 if campaign_suite.config_matches(mod.FULL.settings[setting], c.experiment.config())
                  and arm_matches(match, c.experiment.config())]
         assert cells, (setting, a)
         theirs, tuned = cells[0], set(sc.grids[a]) | (set() if held else set(arm.args))

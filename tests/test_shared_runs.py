@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from benchmark import Experiment
-from benchmark.campaign import cell_claims, runner, status
+from benchmark.campaign import cell_claims, runner, status, suite as campaign_suite, backends
 from benchmark.runs import plan, store
 from benchmark.cli import main
 from tests.faults import (KILL_ONCE_ENV, cli_env, descendants, killer_model, metrics, popen_fedrepro, wait_gone,
@@ -45,7 +45,7 @@ def single(tmp_path_factory):
     """The shared suite (8 cells) run by one runner alone: its metrics."""
     base = tmp_path_factory.mktemp("single")
     suite = write_tiny_suite(base, name="share", rounds=25, seeds=range(4))
-    runner.run_suite(runner.load_suite(str(suite)), results_root=str(base / "res"), progress=False)
+    runner.run_suite(campaign_suite.load_suite(str(suite)), results_root=str(base / "res"), progress=False)
     return metrics(base / "res" / "share" / VERSION)
 
 
@@ -96,7 +96,7 @@ def test_a_runner_killed_midway_leaves_its_cells_to_the_other(single, tmp_path):
     victim.send_signal(signal.SIGKILL)
     victim.wait(10)
     assert not wait_gone(kids, 10)
-    st = status.status(tmp_path / "res", runner.load_suite(str(suite)))["folders"][0]
+    st = status.status(tmp_path / "res", campaign_suite.load_suite(str(suite)))["folders"][0]
     assert st["cells"] == 8 and st["done"] + len(st["running"]) + len(st["stalled"]) + st["pending"] == 8
     err = other.communicate(timeout=900)[1]
     assert other.returncode == 0, err
@@ -232,11 +232,11 @@ def test_a_full_disk_everywhere_prints_the_record(monkeypatch, tmp_path, capsys)
 
 
 def test_status_counts_running_stalled_failed_and_pending(tmp_path, capsys):
-    suite = runner.load_suite(str(write_tiny_suite(tmp_path, rounds=1, seeds=(0, 1, 2))))  # 6 cells
+    suite = campaign_suite.load_suite(str(write_tiny_suite(tmp_path, rounds=1, seeds=(0, 1, 2))))  # 6 cells
     folder = runner.results_dir(tmp_path / "res", "tiny")
     cells = [c.experiment for c in suite.cells]
     runner.run_experiments(cells[:2], folder, progress=False)
-    store.write_record(folder, runner.failed_record(cells[2], ValueError("bad\nlast line of the error"), 0.0))
+    store.write_record(folder, backends.failed_record(cells[2], ValueError("bad\nlast line of the error"), 0.0))
     with cell_claims.Claims(folder, runner="me", ttl=30) as mine:
         assert mine.try_claim(cells[3].config_hash())
         d = cell_claims.claims_dir(folder)

@@ -117,3 +117,40 @@ def test_write_never_leaves_a_partial_file(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         store.write_record(tmp_path, record())
     assert list(Path(tmp_path).iterdir()) == []
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="zombies are told apart through /proc")
+def test_one_liveness_rule_a_zombie_is_not_running(tmp_path):
+    """``store.process_running`` is the one liveness rule (a writer's temporary files, a runner's claims, a
+    worker's parent): a process that exited but was not reaped yet (a zombie) will never write again, so its
+    temporary record file is stale and removed, and a claim it held is not alive. (The store used to count a
+    zombie as alive, the lifeline as dead.)"""
+    import subprocess
+    import sys
+    import time
+
+    from benchmark.campaign import cell_claims, lifeline
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])  # not waited for: a zombie once it exits
+    try:
+        deadline = time.monotonic() + 60
+        while _state(child.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _state(child.pid) == "Z"
+        assert not store.process_running(child.pid)
+        assert not cell_claims._pid_runs(child.pid, None)
+        assert lifeline.process_running is store.process_running
+        (tmp_path / f".rec.json.{child.pid}.abc123.tmp").write_text("{}")
+        (tmp_path / f".mine.json.{os.getpid()}.abc123.tmp").write_text("{}")
+        assert store.clean_stale_temps(tmp_path) == 1  # the zombie's, not this live process's
+        assert [p.name for p in tmp_path.iterdir()] == [f".mine.json.{os.getpid()}.abc123.tmp"]
+    finally:
+        child.wait()
+    assert store.process_running(os.getpid()) and not store.process_running(child.pid)

@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from benchmark.runs.experiment import code_version
+from benchmark.runs.record import code_version
 from theory import provenance
 from theory.claims import KINDS, VERDICTS, CheckContext, all_claims
 

@@ -8,7 +8,7 @@ import torch
 
 from benchmark import Experiment, cli, datasets
 from benchmark.campaign import tuning
-from benchmark.runs.experiment import load_dataset
+from benchmark.runs.build import load_dataset
 
 BASE = Experiment(algorithm="fedavg", dataset="digits", model="logreg", partition="iid", num_clients=5,
                   rounds=3, local_steps=3, batch_size=32, eval_every=3, executor="sequential")

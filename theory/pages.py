@@ -506,13 +506,13 @@ def link(target: Path, out: Path | None) -> str:
 
 
 def leaderboards_section(paper: str, results: Path, out: Path | None = None) -> list[str]:
-    from benchmark.campaign import runner
+    from benchmark.campaign import suite as campaign_suite
 
     md = ["## Leaderboards beside the paper's numbers", ""]
     suites = NOTES[paper]["suites"]
     for kind in ("reduced", "paper"):
         for name in suites[kind]:
-            suite = runner.load_suite(name)
+            suite = campaign_suite.load_suite(name)
             v = newest(results / name, "leaderboard.md")
             if v is None:
                 md += [f"- `{name}` ({suite.scale} scale, {len(suite.cells)} cells, needs {suite.requires}): no "
@@ -533,7 +533,7 @@ def leaderboards_section(paper: str, results: Path, out: Path | None = None) -> 
 
 
 def gpu_section(paper: str) -> list[str]:
-    from benchmark.campaign import runner
+    from benchmark.campaign import suite as campaign_suite
 
     md = ["## Reproduce the paper's tables on a GPU", "",
           "From the repository root on a machine with a CUDA GPU and the datasets under `.data` (Fashion-MNIST "
@@ -541,7 +541,7 @@ def gpu_section(paper: str) -> list[str]:
           "resumes where it stopped; `results/perf/README.md` (\"For the GPU session\") has the recipe for "
           "machines that allow 10 minutes per call.", "", "```bash", "export PYTHONPATH=.  # or pip install -e ."]
     for name in NOTES[paper]["suites"]["paper"]:
-        n = len(runner.load_suite(name).cells)
+        n = len(campaign_suite.load_suite(name).cells)
         md += [f"python3 -m benchmark.cli run --suite {name} --device cuda --data-root .data --dry-run   "
                f"# {n} cells: batched jobs, estimated time",
                f"python3 -m benchmark.cli run --suite {name} --device cuda --data-root .data",

@@ -1,7 +1,7 @@
 """How the claims run the project's algorithms: through the benchmark's own path, with observers.
 
 There is one way to train here, the benchmark's: ``benchmark.runs.plan.run`` plans an ``Experiment`` and executes
-it (the data, partition, model and algorithm built by ``benchmark.runs.experiment.prepare``, the round loop of
+it (the data, partition, model and algorithm built by ``benchmark.runs.build.prepare``, the round loop of
 ``benchmark.sim.engine``). The claims only add observers (``benchmark.sim.engine``), which record without changing a
 number:
 

@@ -47,7 +47,7 @@ def _module(new: str, old: str):
 class _RoundWorkload:
     """One FedAvg round (local updates and aggregation, from a prepared round: sampling, schedules and
     broadcast done once) of each executor, through the engine as ``benchmark.runs.plan`` plans it
-    (``benchmark.perf.workloads.FederatedRound``; ``benchmark.workloads`` before the sub-packages).
+    (``benchmark.perf.workloads.FederatedRound``; a top-level workloads module before the sub-packages).
     ``build(input_shape, classes)`` makes the model; the data are random: ``clients`` clients of 4 batches
     each. Commits without workloads time the same round through their executors' own API
     (:func:`_legacy_rounds`), so that ``benchmark/perf/asv_history.py`` can still record them with today's
@@ -87,7 +87,7 @@ class _RoundWorkload:
 
 
 def _legacy_rounds(module, input_shape, clients: int, batch_size: int, local_steps: int, seed: int) -> dict:
-    """One FedAvg round per executor for commits before ``benchmark.workloads``, built only from APIs that
+    """One FedAvg round per executor for commits before the workloads module, built only from APIs that
     every such commit has (``algorithms.make``, the executors' ``FunctionalModel``/``client_schedule``/
     ``ClientJob``/``get(...).run`` with positional arguments, ``RoundInfo``). Today's commits never take
     this path: their rounds run through the engine (tests/test_layout.py exempts this module's calls)."""

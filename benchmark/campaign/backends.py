@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import multiprocessing as mp
 import os
 import sys
 import time
@@ -23,9 +24,11 @@ import traceback
 from concurrent.futures.process import BrokenProcessPool
 
 from benchmark.campaign import lifeline
+from benchmark.campaign.suite import SuiteError
 from benchmark.runs import oom, plan
-from benchmark.runs.experiment import code_version, config_hash
+from benchmark.runs.experiment import config_hash
 from benchmark.runs.plan import usable_cpus
+from benchmark.runs.record import code_version
 
 RAY_TASK_RETRIES = 3  # a task whose worker or node dies runs again on another node, up to this many times
 POLL_SECONDS = 0.5  # how often a waiting runner looks again (Ctrl-C is only raised between waits)
@@ -88,8 +91,6 @@ def failed_record(exp, error: BaseException, wall: float) -> dict:
 
 
 def _new_pool(workers: int) -> cf.ProcessPoolExecutor:
-    import multiprocessing as mp
-
     # spawn: a worker starts light (benchmark.campaign.lifeline arms its death signal), then imports torch
     return cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
                                   initializer=lifeline.die_with_parent, initargs=(os.getpid(),))
@@ -205,10 +206,8 @@ def run_process(queue, out_dir: str, workers: int, done, save, run_job) -> None:
 def run_ray(queue, out_dir: str, address: str | None, done, save, run_job) -> None:
     """The Ray backend (module docstring): tasks on a local Ray of our own, or the cluster at ``address``."""
     try:
-        import ray
+        import ray  # lazy: an optional dependency (pip install 'fedrepro[ray]')
     except ImportError:
-        from benchmark.campaign.suite import SuiteError
-
         raise SuiteError("--backend ray needs Ray: pip install 'fedrepro[ray]'") from None
     started_here = False
     if not ray.is_initialized():

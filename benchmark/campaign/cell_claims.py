@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from benchmark.runs import plan
+from benchmark.runs.store import clean_stale_temps, process_running
+
 CLAIMS_DIR = ".claims"
 TTL_ENV = "FEDREPRO_CLAIM_TTL"
 DEFAULT_TTL = 60.0  # seconds without a heartbeat after which another machine's claim expires
@@ -64,9 +67,7 @@ def _pid_start(pid: int) -> str | None:
 
 
 def _pid_runs(pid: int, start: str | None) -> bool:
-    from benchmark.campaign.lifeline import running
-
-    if not running(pid):
+    if not process_running(pid):
         return False
     return start is None or _pid_start(pid) in (None, start)
 
@@ -145,8 +146,6 @@ class Claims:
 
     # ---- life
     def __enter__(self) -> "Claims":
-        from benchmark.runs.store import clean_stale_temps
-
         self.dir.mkdir(parents=True, exist_ok=True)
         clean_stale_temps(self.dir)  # left by runners killed while claiming
         self._thread = threading.Thread(target=self._beat, name="claims-heartbeat", daemon=True)
@@ -320,8 +319,6 @@ class JobQueue:
 
 def part_of(job, positions: list[int]):
     """The runs at ``positions`` of a ``benchmark.runs.plan.Job`` as one job (a run alone is planned alone)."""
-    from benchmark.runs import plan
-
     if len(positions) == len(job):
         return job
     if len(positions) == 1:

@@ -20,17 +20,17 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
+import algorithms
+
 from benchmark.campaign import backends, cell_claims
-from benchmark.runs import checkpoint, cost, oom, plan, store
-from benchmark.campaign.backends import compute_cell, failed_record  # noqa: F401 - where the runner's callers find them
+from benchmark.campaign.backends import compute_cell
+from benchmark.campaign.suite import Suite, SuiteError, bind_folder
+from benchmark.runs import batched, checkpoint, cost, oom, plan, store
 from benchmark.runs.experiment import Experiment
-from benchmark.runs.record import code_version
 from benchmark.runs.plan import BACKENDS, Job, Threads, choose_threads, usable_cpus
-# suite files are parsed in benchmark.campaign.suite; these names stay importable from here for callers not yet moved
-from benchmark.campaign.suite import (Cell, Reference, Suite, SuiteError, load_suite,  # noqa: F401
-                                      select_cells, suite_names, suite_path)
-from benchmark.campaign.suite import config_matches as _matches  # noqa: F401
-from benchmark.campaign.suite import bind_folder
+from benchmark.runs.record import code_version
 
 FINISHED = store.FINISHED  # statuses that are not run again; "failed" cells are retried
 
@@ -200,8 +200,6 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
     counts = {"skipped": skipped, "ok": 0, "diverged": 0, "failed": 0, "duplicate": 0}
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=len(exps) + skipped, initial=skipped, desc=desc, unit="cell")
 
     def done(summary):
@@ -326,10 +324,6 @@ def plan_suite(suite: Suite, results_root: str = "results", device: str | None =
 
 def grouping_notes(exps: list[Experiment]) -> list[str]:
     """Why some cells cannot share a batched job, once per algorithm (and hyperparameter)."""
-    import algorithms
-
-    from benchmark.runs import batched
-
     notes, by_alg = [], {}
     for e in exps:
         by_alg.setdefault(e.algorithm, []).append(e)

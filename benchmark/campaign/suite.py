@@ -21,6 +21,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import algorithms
+
+from benchmark import datasets, models
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -108,8 +112,9 @@ def _check_fields(d: dict, where: str) -> None:
             raise SuiteError(f"{where}: {k} must be a table (e.g. {{ mu = 0.01 }}), got {v!r}")
 
 
-def matches(match: dict, cfg: dict) -> bool:
-    """Whether every key of ``match`` equals the config's value (dict fields: key by key)."""
+def config_matches(match: dict, cfg: dict) -> bool:
+    """Whether every key of ``match`` (an override's, a reference's, a claim's) equals the run config's value
+    (dict fields: key by key)."""
     for k, v in match.items():
         if k in DICT_FIELDS:
             if any((cfg.get(k) or {}).get(kk) != vv for kk, vv in v.items()):
@@ -118,8 +123,6 @@ def matches(match: dict, cfg: dict) -> bool:
             return False
     return True
 
-
-_matches = matches  # the name callers used when this lived in benchmark.campaign.runner
 
 
 def _apply(cfg: dict, update: dict) -> dict:
@@ -158,7 +161,6 @@ def _matrices(raw: dict, where: str) -> list[dict]:
             if twice:
                 raise SuiteError(f"{at}: {k} lists {', '.join(twice)} more than once")
         if "*" in m.get("algorithm", []):  # "*" stands for every registered algorithm
-            import algorithms
 
             rest = [a for a in m["algorithm"] if a != "*"]
             m = {**m, "algorithm": rest + [a for a in algorithms.names() if a not in rest]}
@@ -190,10 +192,6 @@ def _references(raw: dict, where: str) -> list[Reference]:
 def check_option_keys(cfg: dict, where: str) -> None:
     """The keys of algorithm_args, dataset_args and model_args are the algorithm's hyperparameters, the
     dataset's options and the model's options (a typo is an error with a did-you-mean)."""
-    import algorithms
-
-    from benchmark import datasets, models
-
     checks = []
     if isinstance(cfg.get("algorithm"), str) and cfg["algorithm"] in algorithms.names():
         hyper = algorithms.get_class(cfg["algorithm"]).Hyper
@@ -240,7 +238,7 @@ def _cells(where: str, defaults: dict, matrices: list[dict], overrides: list[dic
             cfg = _apply(defaults, dict(zip(keys, combo)))
             for i, o in enumerate(overrides):
                 seen[i].append(cfg)
-                if matches(o.get("match", {}), cfg):
+                if config_matches(o.get("match", {}), cfg):
                     used[i] = True
                     cfg = _apply(cfg, o.get("set", {}))
             check_option_keys(cfg, f"{where}: cell {cfg}")
@@ -252,7 +250,7 @@ def _cells(where: str, defaults: dict, matrices: list[dict], overrides: list[dic
             h = exp.config_hash()
             if h not in hashes:
                 hashes.add(h)
-                cells.append(Cell(exp, h, [r for r in refs if matches(r.match, cfg)]))
+                cells.append(Cell(exp, h, [r for r in refs if config_matches(r.match, cfg)]))
     for i, o in enumerate(overrides):
         if not used[i]:
             raise _no_match_error(f"{where} [[override]] #{i + 1}", o.get("match", {}), seen[i])
@@ -348,7 +346,7 @@ def select_cells(suite: Suite, only: list[str] | None) -> Suite:
     if not only:
         return suite
     match = parse_only(only)
-    cells = [c for c in suite.cells if matches(match, c.experiment.config())]
+    cells = [c for c in suite.cells if config_matches(match, c.experiment.config())]
     if not cells:
         raise _no_match_error(f"--only {' '.join(only)} ({suite.name}, {len(suite.cells)} cells)", match,
                               [c.experiment.config() for c in suite.cells])

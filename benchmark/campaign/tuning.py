@@ -25,7 +25,7 @@ Protocol (``tune``, ``tune_all``):
    tuning seeds (fresh partitions, initial models and minibatch orders), evaluated on the test set.
 
 Every cell is an ordinary run record in ``out_dir`` (``runner.run_experiments``: resumable, a killed tuning
-resumes where it stopped; planned by ``benchmark.plan``, so the grid points and seeds of an arm whose varied
+resumes where it stopped; planned by ``benchmark.runs.plan``, so the grid points and seeds of an arm whose varied
 values can be batched tensors train as batched jobs), and the tuning record (grid, validation scores per point and
 seed with their mean and spread, the extension steps, choice, split) is written atomically to
 ``out_dir/tuning/<key>.json``. Grid keys are ``Experiment`` fields (``lr``, ``momentum``, ``local_steps``...) or

@@ -106,7 +106,7 @@ def tuning_noise(a) -> int:
     report's one-seed choice (``theory.empirical.tuning_noise``; no final runs, no verdict)."""
     from pathlib import Path
 
-    from benchmark.runs.experiment import code_version
+    from benchmark.runs.record import code_version
     from benchmark.reports.leaderboard import committed_results
     from theory.empirical import is_own, papers
     from theory.empirical import tuning_noise as tn

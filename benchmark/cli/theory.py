@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from benchmark.runs.experiment import code_version
+from benchmark.runs.record import code_version
 from benchmark.reports.theory_report import counts_line, summary_counts, write_report
 from . import args
 from .errors import resume_hint

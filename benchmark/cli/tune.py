@@ -39,7 +39,7 @@ def cmd_tune(a) -> int:
     from tabulate import tabulate
 
     from .args import experiments_from_args
-    from benchmark.runs.experiment import code_version
+    from benchmark.runs.record import code_version
     from benchmark.campaign.tuning import TuningPlan, grid_end, point_label, tune
 
     grid = _parse_grid(a.grid)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
 
 import torch
 
@@ -29,10 +30,10 @@ import algorithms
 from algorithms.core import hyper, make_hyper, plugins
 from algorithms.core.hyper import HyperparameterError
 
-from benchmark.runs import batched, plan, store
+from benchmark.datasets.federated_dataset import FederatedDataset
+from benchmark.runs import batched, checkpoint, plan, store
 from benchmark.runs.experiment import Experiment, config_hash
 from benchmark.runs.plan import run
-from benchmark.datasets.federated_dataset import FederatedDataset
 
 
 class NotApplicable(Exception):
@@ -224,10 +225,6 @@ def resumes(name: str, rounds: int = 4, stop_after: int = 2) -> None:
     """A run stopped after ``stop_after`` rounds and resumed from its checkpoint (``benchmark.runs.checkpoint``) has
     the history and model of the same run never stopped, bit for bit: the algorithm keeps everything it carries
     between rounds in its server and client states."""
-    import tempfile
-
-    from benchmark.runs import checkpoint
-
     exp = tiny_experiment(name, rounds=rounds)
     whole = run(exp)
     assert whole.status == "ok", whole.message

@@ -53,15 +53,14 @@ from .images import (CACHE_DIRNAME, CACHE_VERSION, FEDBAT_NORMALIZATION, IMAGENE
                      DataFileError)
 from .mnist import DEBIAN_FMNIST_DIRS, DEBIAN_FMNIST_PACKAGE, IDX_FILES
 from .mnist import _debian_fmnist_dirs  # noqa: F401  (tests; patch it on benchmark.datasets.mnist)
-from .registry import _REGISTRY, _resolve  # noqa: F401  (benchmark.runs.batched, benchmark.runs.cost)
-from .registry import default_data_root, info, load, names, options
+from .registry import default_data_root, info, load, names, options, resolve_name
 from .svhn import SVHN_FILES
 from .synthetic import SYNTHETIC_CLASSES, SYNTHETIC_DIM, synthetic_arrays
 from .tinyimagenet import TINYIMAGENET_URL
 from .transforms import (LABEL_MAPS, TRAIN_SUBSET_SEED, TRANSFORM_OPTIONS, VALIDATION_SEED,
                          holdout_validation, stratified_subset, transform)
 
-__all__ = ["load", "names", "info", "options", "default_data_root", "synthetic_arrays", "transform",
+__all__ = ["load", "names", "info", "options", "resolve_name", "default_data_root", "synthetic_arrays", "transform",
            "stratified_subset", "holdout_validation", "DataFileError", "NORMALIZATION",
            "FEDBAT_NORMALIZATION", "IMAGENET_STATS", "DIGITS_SPLIT_SEED", "TRAIN_SUBSET_SEED",
            "VALIDATION_SEED", "TRANSFORM_OPTIONS", "LABEL_MAPS", "SYNTHETIC_DIM", "SYNTHETIC_CLASSES",

@@ -8,15 +8,17 @@ named with what to do (``DataFileError``).
 """
 from __future__ import annotations
 
+import gzip
 import math
 import os
 import shutil
 import subprocess
 import tempfile
+import zlib
 from pathlib import Path
 
-from .images import (CACHE_DIRNAME, DataFileError, _cached_uint8, _image_dataset, _missing,
-                     _wrap_torchvision_error)
+from .images import (_cached_uint8, _image_dataset, _missing, _wrap_torchvision_error, CACHE_DIRNAME,
+                     DataFileError)
 from .registry import _IMAGE_OPTIONS, _register
 
 DEBIAN_FMNIST_PACKAGE = "dataset-fashion-mnist"
@@ -61,16 +63,11 @@ _IDX_MAGIC = {"images": (0x0803, 3), "labels": (0x0801, 1)}  # unsigned bytes, n
 
 
 def _open_maybe_gz(path: Path):
-    import gzip
-
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
 def _idx_problem(path: Path, kind: str) -> tuple[str | None, int | None]:
     """Why ``path`` is not a well-formed IDX file of ``kind`` (images/labels), and its item count."""
-    import gzip
-    import zlib
-
     magic, ndim = _IDX_MAGIC[kind]
     try:
         with _open_maybe_gz(path) as f:
@@ -121,7 +118,7 @@ def _read_idx_with_torchvision(cls, files: dict[str, Path], root: Path) -> dict:
     ``extract_archive`` (what its download step does) into the staging folder, which is deleted afterwards:
     only the uint8 tensors are kept (in the cache).
     """
-    from torchvision.datasets.utils import extract_archive
+    from torchvision.datasets.utils import extract_archive  # lazy: torchvision.datasets adds 1.6 s CPU to every start (measured on torch's 2.4 s); only reading files needs it
 
     stage_parent = root / CACHE_DIRNAME
     try:

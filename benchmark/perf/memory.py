@@ -14,21 +14,25 @@ up and keeps freed blocks, so a GPU's ``max_memory_allocated`` may differ somewh
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
+
+import torch
+
+from benchmark import models
+from benchmark.perf import step_counts as perf
+from benchmark.perf.workloads import FederatedRound
+from benchmark.runs import batched, cost, plan
+from benchmark.runs.experiment import Experiment
 
 _MMAP_THRESHOLD = str(64 * 1024)
 
 
 def model_budget(model: str, shape: tuple[int, ...], classes: int, clients: int, batch: int) -> float:
     """``batched.run_bytes`` of one run (what the memory model budgets per run of a group)."""
-    import torch
-
-    from benchmark.runs import batched, cost
-    from benchmark import models
-
     with torch.device("meta"):
         module = models.build(model, tuple(shape), classes)
     return batched.run_bytes(cost.activation_bytes_per_sample(module, tuple(shape)),
@@ -45,16 +49,6 @@ def _status(field: str) -> int:
 
 def _child(spec: dict) -> dict:
     """In the child process: one round of ``spec['runs']`` runs (module docstring)."""
-    import gc
-
-    import torch
-
-    from benchmark.sim import engine
-    from benchmark.runs import plan
-    from benchmark.perf import step_counts as perf
-    from benchmark.runs.experiment import Experiment
-    from benchmark.perf.workloads import FederatedRound
-
     torch.set_num_threads(1)
     b, padded = spec["batch"], spec["padded"]  # padded: a full and a half batch (the weighted BatchNorm)
     s = perf.Setting("memory", spec["model"], tuple(spec["shape"]), spec["classes"], spec["clients"], b,
@@ -64,13 +58,7 @@ def _child(spec: dict) -> dict:
                        clients_per_round=s.clients, rounds=1, batch_size=s.batch_size, lr=0.01 * (1 + i), seed=0,
                        local_epochs=s.epochs, local_steps=s.steps, eval_train_samples=None, divergence_factor=None, executor="vectorized",
                        device="cpu") for i in range(spec["runs"])]
-    fr = FederatedRound(plan.group_job(exps) if len(exps) > 1 else plan.plan_one(exps[0]))
-
-    def round_():
-        outs = engine.local_training(fr.runs, fr.plans, fr.executor, fr.hypers, [()] * len(fr.runs))
-        for run, p, o in zip(fr.runs, fr.plans, outs):
-            engine.aggregate(run, p.round, p.ids, p.jobs, o, p.lr)
-
+    round_ = FederatedRound(plan.group_job(exps) if len(exps) > 1 else plan.plan_one(exps[0]))  # training + aggregation
     round_()  # warm: the library code and caches a first round touches stay resident, outside the peak
     gc.collect()
     before = _status("VmRSS")
@@ -108,8 +96,6 @@ def _root() -> str:
 
 def calibration(cases: list[dict], log=None) -> dict:
     """:func:`measure_peak` of each case (keyword arguments), in turn, with the memory model's constants."""
-    from benchmark.runs import batched
-
     rows = []
     for case in cases:
         if log:

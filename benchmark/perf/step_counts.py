@@ -20,8 +20,24 @@ counted (None): a fused kernel's memory traffic is not seen, and the arithmetic 
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import time
 from dataclasses import dataclass
+
+import torch
+from torch.func import vmap
+from torch.utils._pytree import tree_flatten
+
+from algorithms.core import qp
+
+from benchmark.datasets.federated_dataset import FederatedDataset
+from benchmark.perf.counting import compiled_counting, counting, kernel_profile
+from benchmark.perf.workloads import FederatedRound
+from benchmark.runs import plan
+from benchmark.runs.experiment import Experiment
+from benchmark.sim import engine
 
 #: Peak numbers of the GPUs the bound is stated for: (dense FP32 FLOP/s (non-tensor-core), TF32
 #: tensor-core FLOP/s (dense), memory bytes/s, launch floor s per kernel, source).
@@ -57,10 +73,6 @@ def table1_settings(model: str = "fedbat_cnn", shape=(1, 28, 28), clients: int =
 
 
 def _data(s: Setting, seed: int = 0):
-    import torch
-
-    from benchmark.datasets.federated_dataset import FederatedDataset
-
     g = torch.Generator().manual_seed(seed)
     clients = [(torch.randn(n, *s.input_shape, generator=g), torch.randint(0, s.num_classes, (n,), generator=g))
                for n in s.sizes]
@@ -70,10 +82,6 @@ def _data(s: Setting, seed: int = 0):
 
 def _round(s: Setting, algorithm: str, executor: str, scale: int, compile: bool, data):
     """One round; ``executor="batched"``: two runs (learning rates 0.01 and 0.02) as one vectorized job."""
-    from benchmark.runs import plan
-    from benchmark.runs.experiment import Experiment
-    from benchmark.perf.workloads import FederatedRound
-
     batched = executor == "batched"
     executor = "vectorized" if batched else executor
     exp = Experiment(algorithm=algorithm, dataset=data, model=s.model, num_clients=None,
@@ -96,11 +104,6 @@ def _steps(fr, executor: str) -> int:
 
 def step_counts(s: Setting, algorithm: str, executor: str, compile: bool = False) -> dict:
     """Counts per local step and per round (module docstring) of ``algorithm`` on ``s`` with ``executor``."""
-    import contextlib
-
-    from benchmark.sim import engine
-    from benchmark.perf.counting import compiled_counting, counting, kernel_profile
-
     counter, warm = (compiled_counting, kernel_profile) if compile else (counting, contextlib.nullcontext)
     data, counts, steps, servers = _data(s), [], [], []
     for scale in (1, 2):
@@ -151,8 +154,6 @@ def count_table(algorithms=("fedavg", "fedbat", "gradma"), executors=("sequentia
                 gpu: str = "H100-SXM", log=None) -> dict:
     """Per-step counts of every (setting, algorithm, executor), and of the (setting, algorithm, executor)
     triples in ``compiled`` with ``compile=True``; each row with its bound on ``gpu`` (:func:`bound`)."""
-    import os
-
     settings = table1_settings() if settings is None else settings
     cells = [(s, a, e, False) for s in settings for a in algorithms for e in executors]
     cells += [(s, a, e, True) for s in settings for a in algorithms for e in executors
@@ -279,13 +280,6 @@ def function_counts(fn, *args) -> dict:
     """Kernels, syncs and host tensors of one call of ``fn(*args)`` eager (:func:`benchmark.perf.counting.counting`)
     and compiled (``torch.compile``, :func:`benchmark.perf.counting.compiled_counting`), with the compile time and
     the largest difference between the two results."""
-    import time
-
-    import torch
-    from torch.utils._pytree import tree_flatten
-
-    from benchmark.perf.counting import compiled_counting, counting, kernel_profile
-
     with counting() as eager:
         ref = fn(*args)
     compiled = torch.compile(fn, dynamic=False)
@@ -304,11 +298,6 @@ def function_counts(fn, *args) -> dict:
 def qp_small_counts(clients: int = 10, d: int = 390880, rows: int = 3, seed: int = 0) -> dict:
     """:func:`function_counts` of GradMA's QP_l (``algorithms.core.qp.project_small``, whole vector, rho 0)
     under ``vmap`` over ``clients`` at dimension ``d`` (default: the FedBAT CNN's parameters)."""
-    import torch
-    from torch.func import vmap
-
-    from algorithms.core import qp
-
     g = torch.Generator().manual_seed(seed)
     p, M = torch.randn(clients, d, generator=g), torch.randn(clients, rows, d, generator=g)
 

@@ -41,6 +41,15 @@ import datetime
 import json
 import time
 
+import torch
+from tabulate import tabulate
+
+from benchmark.datasets.federated_dataset import FederatedDataset
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.plan import resolve_device, run, run_group
+from benchmark.runs.record import code_version, environment
+from benchmark.sim import numerics
+
 RTOL, ATOL = 1e-4, 1e-5  # float32 problems
 RTOL64, ATOL64 = 1e-6, 1e-9  # float64 problems (see the module docstring)
 ALGORITHMS = ("fedavg", "scaffold", "fedbat", "gradma")
@@ -54,10 +63,6 @@ DTYPES = {"digits/mlp": "float32", "images/fedbat_cnn": "float64"}  # each probl
 def problems(rounds: int, cnn_dtype: str | None = None) -> dict:
     """name -> Experiment keyword arguments (without algorithm, executor, device). The CNN problem's data are
     ``DTYPES``' float64 unless ``cnn_dtype`` says otherwise (the scripts of results/perf ran it in float32)."""
-    import torch
-
-    from benchmark.datasets.federated_dataset import FederatedDataset
-
     g = torch.Generator().manual_seed(0)
     clients = [(torch.randn(40, 1, 28, 28, generator=g), torch.randint(0, 10, (40,), generator=g))
                for _ in range(4)]
@@ -98,8 +103,6 @@ def compare(a, b, rtol: float = RTOL, atol: float = ATOL, quantized_first_round:
     ``quantized_first_round`` is False): a sign or a level of a value that sits within float rounding of a
     threshold can flip, after which the runs differ by chance (measured: ``max_rel_loss_diff`` still covers
     every round)."""
-    import torch
-
     rounds = 1 if quantized_first_round and quantized(a) else len(a.history)
     worst_rel, worst_abs, acc, bits_equal = 0.0, 0.0, 0.0, len(a.history) == len(b.history)
     ok = bits_equal and a.status == b.status
@@ -127,7 +130,6 @@ def compare(a, b, rtol: float = RTOL, atol: float = ATOL, quantized_first_round:
 
 def identical(a, b) -> bool:
     strip = lambda h: [{k: v for k, v in e.items() if k != "wall_time"} for e in h]  # noqa: E731
-    import torch
 
     pa = torch.nn.utils.parameters_to_vector(a.model.parameters()).detach().cpu()
     pb = torch.nn.utils.parameters_to_vector(b.model.parameters()).detach().cpu()
@@ -137,8 +139,6 @@ def identical(a, b) -> bool:
 def run_paths(exp, paths: tuple[str, ...], device: str) -> dict:
     """path -> RunResult of ``exp`` on ``device`` (the batched path: a group of this run and the same
     cell at another seed and learning rate, of which this run's result is taken)."""
-    from benchmark.runs.plan import run, run_group
-
     out = {}
     for p in paths:
         if p == "batched":
@@ -153,8 +153,6 @@ def run_paths(exp, paths: tuple[str, ...], device: str) -> dict:
 @contextlib.contextmanager
 def _default_dtype(name: str):
     """Models built inside take ``name`` (their parameters and buffers; the data carry their own dtype)."""
-    import torch
-
     before = torch.get_default_dtype()
     torch.set_default_dtype(getattr(torch, name))
     try:
@@ -165,8 +163,6 @@ def _default_dtype(name: str):
 
 @contextlib.contextmanager
 def _threads(n: int | None):
-    import torch
-
     before = torch.get_num_threads()
     if n:
         torch.set_num_threads(n)
@@ -180,12 +176,6 @@ def validate(device: str | None = None, algorithms=ALGORITHMS, rounds: int = 3, 
              log=None, problem_names=None, threads: int | None = 1) -> dict:
     """``threads``: torch CPU threads while validating (default 1: the problems are small, and on a shared
     machine more threads only make the runs slower; the numbers do not depend on it beyond rounding)."""
-    import torch
-
-    from benchmark.sim import numerics
-    from benchmark.runs.experiment import Experiment, code_version, environment
-    from benchmark.runs.plan import resolve_device
-
     dev = resolve_device(device)[0]
     t0 = time.perf_counter()
     rows, twice = [], []
@@ -219,9 +209,6 @@ def validate(device: str | None = None, algorithms=ALGORITHMS, rounds: int = 3, 
 def _paths_and_twice(exp, alg: str, pname: str, dtype: str, tol: dict, dev, policy, rows: list) -> dict:
     """Every path of ``exp`` on ``dev`` against the CPU reference (appended to ``rows``), then the same seed
     twice on the device: its entry of ``same_seed_twice``."""
-    from benchmark.sim import numerics
-    from benchmark.runs.plan import run
-
     ref = run(dataclasses.replace(exp, device="cpu", executor="sequential"))
     got = run_paths(exp, PATHS, str(dev))
     for path, res in got.items():
@@ -246,8 +233,6 @@ def _paths_and_twice(exp, alg: str, pname: str, dtype: str, tol: dict, dev, poli
 
 
 def table(result: dict) -> str:
-    from tabulate import tabulate
-
     rows = [[r["algorithm"], r["problem"], r.get("dtype", "float32"), r["path"], r["executor_used"],
              f"{r['max_rel_loss_diff']:.1e}",
              f"{r['max_accuracy_diff']:.3f}", f"{r['param_rel_diff']:.1e}", "yes" if r["bits_equal"] else "NO",

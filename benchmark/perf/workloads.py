@@ -10,9 +10,24 @@ and the centralized limit, on a configuration's synthetic data (``benchmark.perf
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import gc
 import time
 from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad
+
+from algorithms.core import ParamLayout
+
+from benchmark import models
+from benchmark.datasets.federated_dataset import FederatedDataset
+from benchmark.runs import cost, plan
+from benchmark.runs.experiment import Experiment
+from benchmark.runs.plan import run, run_group
+from benchmark.sim import engine, executors as ex
 
 RUN_METHODS = ("one_after_another", "batched")
 
@@ -36,8 +51,6 @@ class Config:
 
 
 def _sync(device) -> None:
-    import torch
-
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -45,10 +58,6 @@ def _sync(device) -> None:
 def synthetic_data(cfg: Config, test: int | None = None):
     """The configuration's random data: K clients of ``samples_per_client`` (natural clients), and a test set
     of ``test`` random samples (None: one per class)."""
-    import torch
-
-    from benchmark.datasets.federated_dataset import FederatedDataset
-
     g = torch.Generator().manual_seed(cfg.seed)
     n = cfg.samples_per_client
     clients = [(torch.randn(n, *cfg.input_shape, generator=g),
@@ -69,18 +78,12 @@ class FederatedRound:
 
     def __init__(self, exp):
         """``exp``: an Experiment, or a planned ``plan.Job`` (e.g. a batched group, ``plan.group_job``)."""
-        from benchmark.sim import engine
-        from benchmark.runs import plan
-        from benchmark.sim import executors as ex
-
         self.job = exp if isinstance(exp, plan.Job) else plan.plan_one(exp)
         self.preps, self.runs, self.hypers = plan.start(self.job)
         self.plans = [engine.begin_round(r) for r in self.runs]
         self.executor = ex.get(self.job.executor, compile=self.runs[0].cfg.compile)  # as engine.run_rounds
 
     def __call__(self):
-        from benchmark.sim import engine
-
         outs = engine.local_training(self.runs, self.plans, self.executor, self.hypers, [()] * len(self.runs))
         return [engine.aggregate(r, p.round, p.ids, p.jobs, o, p.lr)
                 for r, p, o in zip(self.runs, self.plans, outs)]
@@ -89,11 +92,6 @@ class FederatedRound:
 def _limit_module(module, x, y, idx, lr: float):
     """Centralized training, an ``nn.Module`` step (forward, ``backward()``, ``torch.optim.SGD``, native
     BatchNorm): ``idx[s]`` is step s's batch; from the same weights every call."""
-    import copy
-
-    import torch
-    import torch.nn.functional as F
-
     plain = copy.deepcopy(module).train()
     sgd = torch.optim.SGD(plain.parameters(), lr=lr)
     saved = [p.detach().clone() for p in plain.parameters()]
@@ -118,14 +116,6 @@ def _limit_module(module, x, y, idx, lr: float):
 def _limit_functional(module, x, y, idx, lr: float):
     """Centralized training with ``torch.func.grad`` of ``functional_call`` on a flat parameter vector (the
     executors' machinery, without vmap)."""
-    import copy
-
-    import torch
-    import torch.nn.functional as F
-    from torch.func import functional_call, grad
-
-    from algorithms.core import ParamLayout
-
     functional = copy.deepcopy(module).train()
     layout = ParamLayout.from_module(functional)
     p0 = torch.nn.utils.parameters_to_vector(module.parameters()).detach().clone()
@@ -150,14 +140,6 @@ class Workload:
     """One configuration prepared on a device: a callable per method, each doing one round's work."""
 
     def __init__(self, cfg: Config, device):
-        import dataclasses
-
-        import torch
-
-        from benchmark.runs import cost, plan
-        from benchmark import models
-        from benchmark.runs.experiment import Experiment
-
         self.cfg, self.device = cfg, device
         exp = Experiment(algorithm="fedavg", dataset=synthetic_data(cfg), model=cfg.model, num_clients=None,
                          clients_per_round=cfg.clients, rounds=1, local_steps=cfg.local_steps,
@@ -193,8 +175,6 @@ class RunsWorkload:
     (``benchmark.runs.plan.run_group``)."""
 
     def __init__(self, cfg: Config, device, runs: int, rounds: int):
-        from benchmark.runs.experiment import Experiment
-
         self.cfg, self.device, self.runs, self.rounds = cfg, device, runs, rounds
         data = synthetic_data(cfg, test=64)
         lrs = (cfg.lr, cfg.lr / 2)
@@ -209,8 +189,6 @@ class RunsWorkload:
         return self.runs * self.rounds * self.cfg.sample_gradients_per_round
 
     def time_once(self, method: str) -> float:
-        from benchmark.runs.plan import run, run_group
-
         gc.collect()
         _sync(self.device)
         t0 = time.perf_counter()

@@ -26,6 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from tabulate import tabulate
 
 _DESCRIPTIVE = ("algorithm", "algorithm_args", "dataset", "partition", "num_clients", "clients_per_round", "rounds",
                 "model")
@@ -134,8 +135,6 @@ def _cell(text: str) -> str:
 
 
 def markdown(c: dict) -> str:
-    from tabulate import tabulate
-
     out = [f"# Results {c['old']} -> {c['new']}", ""]
     out += ["## Leaderboards", "",
             "A cell *moved* when its [min, max] over seeds in the two versions do not overlap (final test accuracy, "

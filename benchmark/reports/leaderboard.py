@@ -22,15 +22,15 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from tabulate import tabulate
 
-from benchmark.runs import store
-# rows, columns and their labels live in report_columns (shared with the plots); re-exported here
-from benchmark.reports.columns import (COLUMN_KEYS, NOT_COLUMN_KEYS, column_keys, column_label, column_of,
-                                       method_label)
+from benchmark.campaign.suite import config_matches
+from benchmark.reports.columns import column_keys, column_label, column_of, method_label
 from benchmark.reports.plots import plot_curves
+from benchmark.runs import store
+from benchmark.runs.experiment import config_hash
 
-__all__ = ["COLUMN_KEYS", "NOT_COLUMN_KEYS", "column_keys", "column_label", "column_of", "method_label", "plot_curves",
-           "leaderboard", "write_csv", "write_report", "write_records_report", "claim_verdicts", "equivalence",
+__all__ = ["leaderboard", "write_csv", "write_report", "write_records_report", "claim_verdicts", "equivalence",
            "CSV_FIELDS", "cell_hash", "timing"]
 
 
@@ -91,12 +91,6 @@ def _fmt(values: list[float]) -> str:
     return f"{m:.2f} ± {float(np.std(values, ddof=1)):.2f}" if len(values) > 1 else f"{m:.2f}"
 
 
-def _matches(match: dict, cfg: dict) -> bool:
-    from benchmark.campaign.suite import matches
-
-    return matches(match, cfg)
-
-
 def _cell_values(recs: list[dict], metric: str) -> tuple[list[float], str]:
     """A cell's metric values in percent (runs that finished ok) and a note counting the others by status."""
     vals = [100 * r["final"][metric] for r in recs if r["status"] == "ok" and r["final"].get(metric) is not None]
@@ -131,7 +125,7 @@ def _cell_text(recs: list[dict], vals: list[float], note: str, best, references,
     eq = equivalence(recs[0]["config"])
     if eq:
         text += f"<br>*{eq}*"
-    refs = [ref for ref in references if _matches(ref.match, recs[0]["config"])]
+    refs = [ref for ref in references if config_matches(ref.match, recs[0]["config"])]
     if refs and vals:
         return text + _reference_text(refs, vals, comparable), True
     return text, False
@@ -172,8 +166,6 @@ def leaderboard(records: list[dict], references=(), title: str = "", description
     ``comparable``: the suite runs the paper's own setting, so a paper number is shown with the difference
     and whether it lies in the measured spread; otherwise (a reduced suite) it is shown for orientation only.
     """
-    from tabulate import tabulate
-
     if not records:
         return f"# {title}\n\nNo records yet.\n"
     col_names = column_keys(records)
@@ -219,8 +211,6 @@ _METRICS = {"test_accuracy_fraction": "test_accuracy",
 
 def cell_hash(cfg: dict) -> str:
     """The config hash without the seed: one leaderboard cell (its seeds share it); ``compare`` matches on it."""
-    from benchmark.runs.experiment import config_hash
-
     return config_hash({k: v for k, v in cfg.items() if k != "seed"})
 
 

@@ -19,11 +19,15 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from functools import lru_cache
+
 import torch
+from torch.func import vmap
 
 import algorithms
 from algorithms.core import stack_trees, tree_map
 
+from benchmark import datasets
+from benchmark.sim import executors as ex, functional
 from benchmark.sim.executors import batched_local_update
 
 #: Experiment fields that must be equal inside a group (the others: seed, partition, lr, lr_decay,
@@ -96,13 +100,9 @@ def _probe(cls, fields: list[str]) -> bool:
     """Does ``local_update`` under vmap with ``fields`` batched (two values each) equal two separate
     instances built by ``algorithms.make`` with each value? (A field that ``local_update`` never reads,
     e.g. a server step size, passes: it acts only in the per-run server code, which is right.)"""
-    from torch.func import vmap
-
-    from benchmark.sim import executors as ex
-
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
-    fmodel = ex.FunctionalModel(model, "classification")
+    fmodel = functional.FunctionalModel(model, "classification")
     gen = torch.Generator().manual_seed(1)
     x, y = torch.randn(24, 4, generator=gen), torch.randint(0, 3, (24,), generator=gen)
     lrs = (0.05, 0.08) if LR in fields else (0.05, 0.05)
@@ -164,10 +164,9 @@ def _probe(cls, fields: list[str]) -> bool:
 def _dataset_name(exp) -> str | None:
     if not isinstance(exp.dataset, str):
         return None
-    from benchmark import datasets
 
     try:
-        return datasets._resolve(exp.dataset)[0]
+        return datasets.resolve_name(exp.dataset)[0]
     except ValueError:
         return None
 

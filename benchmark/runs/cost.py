@@ -1,6 +1,6 @@
 """Cost model: FLOPs per sample-gradient, the rule behind ``executor="auto"``, and suite cost estimates.
 
-The executor rule (``choose_executor``, applied by ``benchmark.runs.plan`` only) is backed by ``fedrepro bench`` measurements (results/perf/README.md):
+The executor rule (``executor_rule``, applied by ``benchmark.runs.plan.choose_executor`` only) is backed by ``fedrepro bench`` measurements (results/perf/README.md):
 the vectorized executor pays the per-step Python/dispatch overhead once for all clients of a round, the
 sequential one once per client, but on a CPU vmap makes the arithmetic itself slower (the stacked
 activations of all clients leave the caches, and batched convolutions lose their best kernels). So
@@ -36,6 +36,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
+import torch
+
+from benchmark import datasets, models
+from benchmark.datasets.federated_dataset import FederatedDataset
+
 #: largest client step (batch x forward+backward FLOPs per sample) that the CPU vectorizes
 CPU_VECTORIZE_MAX_FLOPS = 1e8
 #: the same per device type (inf: always vectorize)
@@ -63,7 +69,7 @@ _NUM_CLASSES = {"cifar100": 100, "tinyimagenet": 200}
 def flops_per_sample(module, input_shape: tuple[int, ...]) -> float:
     """Forward+backward FLOPs of one training sample (``torch.utils.flop_counter``, on the meta
     device: no memory, no arithmetic). 0 when the model cannot run on meta."""
-    import torch
+    # lazy: it imports triton, 0.15 s CPU and 79 MiB at every fedrepro start (measured), for the planner only
     from torch.utils.flop_counter import FlopCounterMode
 
     n = 2  # BatchNorm needs more than one value per channel
@@ -81,10 +87,6 @@ def flops_per_sample(module, input_shape: tuple[int, ...]) -> float:
 @lru_cache(maxsize=256)
 def model_flops(model: str, input_shape: tuple[int, ...], num_classes: int, model_args: str = "{}") -> float:
     """``flops_per_sample`` of a registered model, by name (cached)."""
-    import torch
-
-    from benchmark import models
-
     with torch.device("meta"):
         module = models.build(model, input_shape, num_classes, **json.loads(model_args))
     return flops_per_sample(module, tuple(input_shape))
@@ -106,8 +108,8 @@ class ExecutorChoice:
                 "flops_per_client_step": self.flops_per_client_step}
 
 
-def choose_executor(requested: str, device_type: str, vectorizable: bool, flops_sample: float,
-                    batch: float) -> ExecutorChoice:
+def executor_rule(requested: str, device_type: str, vectorizable: bool, flops_sample: float,
+                  batch: float) -> ExecutorChoice:
     """The executor a run uses. ``requested``: auto | sequential | vectorized; ``batch``: the (mean)
     local batch size; ``flops_sample``: ``flops_per_sample`` of the model."""
     step = flops_sample * batch
@@ -158,7 +160,7 @@ def choose_compile(requested: bool, executor_requested: str, executor: str, devi
                    rounds: int) -> tuple[bool, str | None]:
     """Whether a run that asks for ``compile`` is compiled, and why (None: not asked, nothing to say).
 
-    ``executor``: the executor chosen (``choose_executor``), ``executor_requested``: the experiment's own.
+    ``executor``: the executor chosen (``executor_rule``), ``executor_requested``: the experiment's own.
     The sequential executor is never compiled. A run that names the vectorized executor is compiled as
     asked. Under ``executor="auto"`` compiling is one more choice of how to run, made like the executor's:
     only where ``COMPILE_MEASURED`` shows the compiled round faster on this device type and the compile
@@ -267,8 +269,7 @@ class CostModel:
 
 def cost_model_from_bench(rec: dict) -> CostModel | None:
     """Fit ``CostModel`` to a bench JSON (None when it has no usable configuration)."""
-    import numpy as np
-    from scipy.optimize import nnls
+    from scipy.optimize import nnls  # lazy: adds 0.34 s CPU to every fedrepro start (measured); fits only
 
     overhead, per_flop = {}, {}
     for e in ("sequential", "vectorized"):
@@ -295,8 +296,6 @@ def cost_model_from_bench(rec: dict) -> CostModel | None:
 
 @lru_cache(maxsize=64)
 def _generated_sizes(dataset: str, dataset_args: str, num_clients: int | None) -> tuple:
-    from benchmark import datasets
-
     opts = json.loads(dataset_args)
     if "num_clients" in datasets.options(dataset) and num_clients is not None:
         opts.setdefault("num_clients", num_clients)
@@ -308,14 +307,11 @@ def _generated_sizes(dataset: str, dataset_args: str, num_clients: int | None) -
 def dataset_shape(exp) -> dict:
     """Train size, test size, input shape, classes and natural clients of ``exp``'s dataset, without
     reading files for the real datasets (a dataset object: its own tensors)."""
-    from benchmark import datasets
-    from benchmark.datasets.federated_dataset import FederatedDataset
-
     if isinstance(exp.dataset, FederatedDataset):
         d = exp.dataset
         return {"train": len(d.y_train), "test": len(d.y_test), "input_shape": tuple(d.input_shape),
                 "classes": d.output_dim, "natural_clients": len(d.clients) if d.natural_clients else None}
-    name, _ = datasets._resolve(exp.dataset) if isinstance(exp.dataset, str) else (None, {})
+    name, _ = datasets.resolve_name(exp.dataset) if isinstance(exp.dataset, str) else (None, {})
     args = dict(exp.dataset_args)
     if name in KNOWN_SIZES:
         n_tr, n_te, shape = KNOWN_SIZES[name]
@@ -382,7 +378,7 @@ def human_count(x: float) -> str:
     return f"{x:.2g}" if x >= 1e4 else f"{x:.0f}"
 
 
-__all__ = ["choose_executor", "ExecutorChoice", "flops_per_sample", "model_flops", "latest_bench",
+__all__ = ["executor_rule", "ExecutorChoice", "flops_per_sample", "model_flops", "latest_bench",
            "cost_model_from_bench", "CostModel", "estimate_cell", "estimate_group", "cell_work"]
 
 
@@ -409,8 +405,6 @@ def estimate_group(exps: list, device_type: str, model: CostModel | None, execut
 def activation_bytes_per_sample(module, input_shape: tuple[int, ...]) -> float:
     """Bytes of the outputs of every leaf module for one training sample (what backward keeps, about),
     from a forward on the meta device. 0 when the model cannot run on meta."""
-    import torch
-
     total = [0]
 
     def hook(_m, _i, out):

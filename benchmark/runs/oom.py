@@ -12,9 +12,12 @@ raises on a CPU under an address-space cap or an overcommit limit), and a proces
 from __future__ import annotations
 
 import errno
+import gc
 import re
 import signal
 from pathlib import Path
+
+import torch
 
 
 class WorkerKilled(RuntimeError):
@@ -35,8 +38,6 @@ def is_out_of_memory(error: BaseException) -> bool:
     if isinstance(error, OSError) and error.errno == errno.ENOMEM:  # an mmap or a fork refused
         return True
     try:
-        import torch
-
         if isinstance(error, torch.OutOfMemoryError):
             return True
     except (ImportError, AttributeError):  # pragma: no cover - older torch
@@ -91,9 +92,5 @@ def human_bytes(n: float) -> str:
 
 def free_memory() -> None:
     """Give back what a failed job held (its tensors, CUDA's cached blocks) before it is retried smaller."""
-    import gc
-
-    import torch
-
     gc.collect()
     torch.cuda.empty_cache()  # a no-op where CUDA was never used

@@ -5,7 +5,7 @@ with its reason:
 
 * the device: ``"auto"`` is CUDA when torch sees one, else the CPU (:func:`resolve_device`, the only place
   that resolves a device);
-* the executor of a run alone: ``benchmark.runs.cost.choose_executor``'s rule, from the model's FLOPs and the
+* the executor of a run alone: ``benchmark.runs.cost.executor_rule``'s rule, from the model's FLOPs and the
   mean local batch, known from the experiment before any data is read (so the dry run and the run agree);
   the sequential one where an observer watches every local step;
 * torch's intra-op threads (:func:`choose_threads`: the free cores shared out among the workers);
@@ -30,16 +30,17 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
+from tqdm.auto import tqdm
 
 import algorithms
 
+from benchmark import models
+from benchmark.datasets.federated_dataset import FederatedDataset
 from benchmark.runs import batched, checkpoint, cost
-from benchmark.sim import engine, numerics, phases
-from benchmark.sim import executors as ex
+from benchmark.runs.build import load_dataset, make_result, prepare
 from benchmark.runs.experiment import Experiment
 from benchmark.runs.record import RunResult, run_code_version
-from benchmark.runs.build import load_dataset, make_result, prepare
-from benchmark.datasets.federated_dataset import FederatedDataset
+from benchmark.sim import engine, executors as ex, numerics, phases
 
 AUTO = "auto"
 BACKENDS = ("local", "process", "ray")
@@ -164,9 +165,9 @@ def choose_executor(exp: Experiment, device_type: str, observe_steps: bool = Fal
                                    0.0, 0.0)
     vectorizable = algorithms.get_class(exp.algorithm).vectorizable
     if exp.executor != AUTO:
-        return cost.choose_executor(exp.executor, device_type, vectorizable, 0.0, 0.0)
+        return cost.executor_rule(exp.executor, device_type, vectorizable, 0.0, 0.0)
     work = cost.cell_work(exp)
-    choice = cost.choose_executor(AUTO, device_type, vectorizable, _flops(exp, work), work["batch"])
+    choice = cost.executor_rule(AUTO, device_type, vectorizable, _flops(exp, work), work["batch"])
     why = cost.compiled_beats_sequential(device_type, exp.model, exp.rounds) if exp.compile else None
     if choice.executor == "sequential" and vectorizable and why:
         return dataclasses.replace(choice, executor="vectorized", reason=why)
@@ -276,7 +277,6 @@ def group_size(exp: Experiment, device: torch.device, alone: cost.ExecutorChoice
     """``benchmark.runs.batched.default_group_runs`` for ``exp`` on ``device`` (model on the meta device, no data)."""
     if not isinstance(exp.model, str) or isinstance(exp.dataset, FederatedDataset):
         return batched.GroupSize(batched.CPU_GROUP_RUNS, "a dataset or model object: the CPU default")
-    from benchmark import models
 
     work = cost.cell_work(exp)
     shape = tuple(work["input_shape"])
@@ -412,14 +412,13 @@ def _execute(job: Job, observers, init, lr_schedule, optimizer, rule):
 
 def start(job: Job, init: torch.Tensor | None = None, lr_schedule: Callable[[int], float] | None = None,
           optimizer=None) -> tuple[list, list, list]:
-    """What ``execute`` runs: each run's ``experiment.Prepared``, its ``engine.RunState`` before round 0, and
-    its values of the batched hyperparameters (``fedrepro bench`` times rounds of these)."""
+    """What ``execute`` runs: each run's ``build.Prepared`` (its loop settings with the job's ``compile`` and
+    ``lr_schedule``), its ``engine.RunState`` before round 0, and its values of the batched hyperparameters
+    (``fedrepro bench`` times rounds of these)."""
     exps = job.experiments
     data = load_dataset(exps[0], torch.device(job.device)) if len(exps) > 1 else None  # one copy for the group
-    preps = [prepare(e, job.device, data) for e in exps]
-    changes = {"compile": job.compile, **({"lr_schedule": lr_schedule} if lr_schedule is not None else {})}
-    runs = [engine.start(p.alg, p.fmodel, p.data, p.parts, dataclasses.replace(p.cfg, **changes),
-                         optimizer or p.optimizer, init) for p in preps]
+    preps = [prepare(e, job.device, data, compile=job.compile, lr_schedule=lr_schedule) for e in exps]
+    runs = [engine.start(p.alg, p.fmodel, p.data, p.parts, p.cfg, optimizer or p.optimizer, init) for p in preps]
     hypers = [{f: float(getattr(p.alg.hp, f)) for f in job.batched if f != "lr"} for p in preps]
     return preps, runs, hypers
 
@@ -437,8 +436,6 @@ def run(exp: Experiment, progress: bool | Callable[[int, dict], None] = False, *
     job = plan_one(exp, threads, observe_steps=any(getattr(o, "steps", False) for o in observers))
     callback, bar = None, None
     if progress is True:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=exp.rounds, desc=f"{exp.algorithm} on {getattr(exp.dataset, 'name', exp.dataset)}",
                    unit="round", leave=False, disable=None)  # no bar when stderr is not a terminal
 

@@ -350,7 +350,7 @@ def clean_stale_temps(folder: str | os.PathLike) -> int:
     for p in Path(folder).glob(".*.tmp"):
         parts = p.name.split(".")  # "", <name parts...>, <pid>, <random>, "tmp"
         pid = int(parts[-3]) if len(parts) >= 4 and parts[-3].isdigit() else None
-        if pid is not None and _alive(pid):
+        if pid is not None and process_running(pid):
             continue
         try:
             p.unlink()
@@ -360,13 +360,23 @@ def clean_stale_temps(folder: str | os.PathLike) -> int:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def process_running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (exited, not yet reaped: it will never write, claim or watch again).
+    The one liveness rule: a writer's temporary files (:func:`clean_stale_temps`), a runner's claims
+    (``benchmark.campaign.cell_claims``) and a worker's parent (``benchmark.campaign.lifeline``). Stdlib only
+    (the lifeline imports it before torch)."""
     if pid == os.getpid():
         return True
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
         return False
-    except PermissionError:
+    except OSError:  # no /proc
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
         return True
-    return True

@@ -42,8 +42,9 @@ executors give the same diagnostics on every real step, to float tolerance.
 Observers change no number: a run with observers has the same history as one without (tested).
 
 Divergence (the one rule): a run is "diverged" when its parameters or a loss are not finite, or when
-its training loss exceeds ``divergence_factor`` (default :data:`DIVERGENCE_FACTOR`) times the training
-loss of its initial model on the same samples (:func:`loss_growth`); the run stops there.
+its training loss exceeds ``divergence_factor`` (an experiment's default is
+``benchmark.runs.experiment.DIVERGENCE_FACTOR``) times the training loss of its initial model on the same
+samples (:func:`loss_growth`); the run stops there.
 
 Randomness, all derived from the experiment seed:
 * client sampling: uniform without replacement, ``np.random.default_rng([seed, 1])`` across rounds;
@@ -67,11 +68,6 @@ from algorithms.core import Algorithm, Message, RoundInfo, tree_map
 from benchmark.sim import executors as ex, functional
 from benchmark.datasets.federated_dataset import FederatedDataset
 from benchmark.sim.phases import phase
-
-
-#: the divergence rule beyond NaN (``Experiment.divergence_factor``, module docstring): 100 = two orders of
-#: magnitude worse than the untrained model (the 0.1.0 matrix's worst finite run, bifl on digits, reached 54x)
-DIVERGENCE_FACTOR = 100.0
 
 
 @dataclass(frozen=True)
@@ -212,7 +208,7 @@ class RunState:
     """Everything one run carries from round to round."""
 
     alg: Algorithm
-    fmodel: ex.FunctionalModel
+    fmodel: functional.FunctionalModel
     data: FederatedDataset
     parts: list[np.ndarray]
     cfg: LoopConfig
@@ -259,7 +255,7 @@ def loss_growth(train_loss: float, initial: float | None, factor: float | None) 
     return None
 
 
-def start(alg: Algorithm, fmodel: ex.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
+def start(alg: Algorithm, fmodel: functional.FunctionalModel, data: FederatedDataset, parts: list[np.ndarray],
           cfg: LoopConfig, optimizer, init: torch.Tensor | None = None) -> RunState:
     """The state before round 0: initial parameters (``init`` or the module's), server state, buffers."""
     alg.check_optimizer(alg.hp, optimizer)  # before any training: a local optimizer the algorithm has no rule for

@@ -33,11 +33,10 @@ from torch.func import grad_and_value, vmap
 
 from algorithms.core import Algorithm, CounterRng, Message, splitmix64, stack_trees, tree_map, unstack_tree
 
-from benchmark.sim.functional import Batch, FunctionalModel  # noqa: F401 (re-exported: the executors' model)
+from benchmark.sim import EXECUTORS
 from benchmark.sim import vmap_layers
+from benchmark.sim.functional import Batch, FunctionalModel
 from benchmark.sim.phases import phase
-
-EXECUTORS = ("sequential", "vectorized")
 
 
 # --------------------------------------------------------------------------------------------------

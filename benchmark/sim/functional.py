@@ -31,9 +31,9 @@ import torch.nn.functional as F
 from torch.func import functional_call
 
 from algorithms.core import CounterRng, ParamLayout
-from algorithms.core.rng import _lsr, _to_signed, splitmix64
-from algorithms.core.rng import _GOLDEN as _POSITION
+from algorithms.core.rng import _GOLDEN as _POSITION, _lsr, _to_signed, splitmix64
 
+from benchmark.models import stages
 from benchmark.sim import vmap_layers
 
 _STREAM = 0x94D049BB133111EB  # CounterRng: stream of draw c = splitmix64(key + c * _STREAM)
@@ -243,8 +243,6 @@ class _Variant:
         self.calls = [(n, n) for n in [*self.bn, *self.dropout]]  # what a whole-model call is given
         self.stages, self.stages_error = None, None
         try:
-            from benchmark.models import stages
-
             full = {id(m): n for n, m in self.module.named_modules()}
             self.stages = [(m, [n for n, _ in m.named_parameters()],
                             [(rel, full[id(sub)]) for rel, sub in m.named_modules()

@@ -42,7 +42,7 @@ from tabulate import tabulate
 
 from benchmark.runs import store
 from benchmark.campaign.tuning import chosen_at_end
-from benchmark.runs.experiment import code_version, environment
+from benchmark.runs.record import code_version, environment
 from theory.stats.sequential import SKEW_ALLOWANCE
 
 from .claim import METRICS, VERDICTS

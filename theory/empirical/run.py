@@ -18,7 +18,7 @@ import statistics
 import time
 from pathlib import Path
 
-from benchmark.campaign import runner, tuning
+from benchmark.campaign import runner, tuning, suite as campaign_suite
 from benchmark.runs import store
 from benchmark.runs.record import code_version
 from theory.stats.sequential import check_looks
@@ -216,7 +216,7 @@ def run_cpu(paper, scale: CpuScale, claims: list, folder: Path, looks: tuple, se
 
 def run_full(paper, scale: FullScale, results_root, version, backend: str, jobs, progress: bool,
              run_missing: bool) -> tuple[Judge, dict, dict]:
-    suite = runner.load_suite(scale.suite)
+    suite = campaign_suite.load_suite(scale.suite)
     folder = runner.results_dir(results_root, suite.name, version)
     claims = claims_at(scale, paper.CLAIMS)
     pairs = needed(claims)
@@ -224,7 +224,7 @@ def run_full(paper, scale: FullScale, results_root, version, backend: str, jobs,
     for s, a in pairs:
         match = scale.settings[s]
         picked[(s, a)] = [c.experiment for c in suite.cells
-                          if runner._matches(match, c.experiment.config())
+                          if campaign_suite.config_matches(match, c.experiment.config())
                           and arm_matches(paper.ARMS[a], c.experiment.config())
                           and (scale.seeds is None or c.experiment.seed in scale.seeds)]
     counts = {}
