@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmark import cli
+from benchmark.runs.record import code_version
 from theory import empirical, pages
 from theory.empirical import paired
 from theory.empirical import report as erep
@@ -140,16 +141,18 @@ def test_the_sentence_says_what_a_single_unit_and_a_looks_override_are():
     assert "skewness allowance g = 3.4" in statement([fam]) and "Pocock-type" in statement([fam])
 
 
-def _old_report(tmp_path) -> Path:
-    """The committed 0.3.0 claims report (judged with one family per scale and stage), copied."""
-    folder = tmp_path / "claims" / "0.3.0"
+def _old_report(tmp_path, version: str = "0.3.0") -> Path:
+    """The committed 0.3.0 claims report (judged with one family per scale and stage), copied into
+    ``claims/<version>``."""
+    folder = tmp_path / "claims" / version
     folder.mkdir(parents=True)
     shutil.copy(ROOT / "results" / "claims" / "0.3.0" / "report.json", folder / "report.json")
     return folder
 
 
 def test_a_report_judged_before_keeps_its_recorded_sentence_when_rerendered(tmp_path):
-    folder = _old_report(tmp_path)
+    # --rerender rewrites the report of the installed version: the 0.3.0 report stands in the folder it would read
+    folder = _old_report(tmp_path, code_version()["package"])
     old = json.loads((folder / "report.json").read_text())
     assert "errors" not in old["method"] and "per paper at 0.05" in old["method"]["text"]
     assert cli.main(["claims", "--rerender", "--results", str(tmp_path)]) == 0

@@ -97,7 +97,7 @@ class Node:
 STAY_CONNECTED = """
 import sys, time
 import ray
-from benchmark import runner
+from benchmark.campaign import runner, suite as campaign_suite
 ray.init(address=sys.argv[1], log_to_driver=False)
 try:
     runner.run_suite(campaign_suite.load_suite(sys.argv[2]), backend="ray", results_root=sys.argv[3], progress=False)

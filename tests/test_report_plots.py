@@ -10,7 +10,7 @@ import matplotlib.colors as mcolors  # noqa: E402
 import matplotlib.figure  # noqa: E402
 import pytest  # noqa: E402
 
-from benchmark.reports import plots as report_plots, style as report_style  # noqa: E402
+from benchmark.reports import leaderboard as report, plots as report_plots, style as report_style  # noqa: E402
 
 
 def _rec(alg, partition, seed=0, status="ok", rounds=6, bits=1000, level=0.5):

@@ -12,33 +12,25 @@ A page is generated from what is committed, and nothing else, so that regenerati
   present, and a report without them is described as fixed seeds);
 * the scales the claims code runs now and their cost plans (``theory.empirical``);
 * the committed leaderboards of the paper's suites, beside the paper's numbers where the leaderboard has them
-  (for orientation only at a reduced scale);
-* the commands that reproduce the paper's tables on a GPU (``results/perf/README.md`` has the session recipe).
+  (for orientation only at a reduced scale), and the commands that reproduce the paper's tables on a GPU
+  (``theory.paper_suites``; ``results/perf/README.md`` has the session recipe).
 
 ``version`` picks the results folders (default: the newest version present for each kind of result).
 """
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from pathlib import Path
 
 from .empirical.fields import names_of, read_claim
 from .paper_notes import NOTES
+from .paper_suites import gpu_section, leaderboards_section, newest
 
 PAPERS = ("bherd", "fedbat", "fedswa", "gradma", "lfl")
 STOP_KEYS = names_of("why_stopped") + ("stopped",)  # every name a report has given them (``fields.read_claim``)
 SEED_KEYS = names_of("seeds")
-
-
-def newest(folder: Path, holding: str | None = None) -> str | None:
-    """The newest version folder name under ``folder`` (numeric order), or None; with ``holding``, the newest
-    that holds that file (a version whose run is still under way has records but no report yet)."""
-    names = [p.name for p in folder.glob("*") if p.is_dir() and re.fullmatch(r"\d+(\.\d+)*", p.name)
-             and (holding is None or (p / holding).is_file())]
-    return max(names, key=lambda v: tuple(int(x) for x in v.split("."))) if names else None
 
 
 def _load(path: Path) -> dict | None:
@@ -482,81 +474,6 @@ def without_notes(text: str) -> str:
     development machine ("this 2-core CPU")."""
     text = _without(text, keep=lambda group: not any(m in group for m in NOTE_MARKS))
     return text.replace("on this 2-core CPU", "on a 2-core CPU")
-
-
-# ------------------------------------------------------------------------------------------------ leaderboards
-
-
-def leaderboard_table(text: str) -> list[str]:
-    """The first markdown table of a leaderboard.md."""
-    lines = text.splitlines()
-    start = next((i for i, ln in enumerate(lines) if ln.startswith("|")), None)
-    if start is None:
-        return []
-    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
-    return lines[start:end]
-
-
-def link(target: Path, out: Path | None) -> str:
-    """A relative link from a page written into ``out`` (default: the committed ``results/papers``) to ``target``:
-    pages regenerated elsewhere (``runs/papers``, ``--out DIR``) keep links that resolve."""
-    if out is None:
-        return "../" + "/".join(Path(target).parts[-3:])
-    return Path(os.path.relpath(Path(target).resolve(), Path(out).resolve())).as_posix()
-
-
-def leaderboards_section(paper: str, results: Path, out: Path | None = None) -> list[str]:
-    from benchmark.campaign import suite as campaign_suite
-
-    md = ["## Leaderboards beside the paper's numbers", ""]
-    suites = NOTES[paper]["suites"]
-    for kind in ("reduced", "paper"):
-        for name in suites[kind]:
-            suite = campaign_suite.load_suite(name)
-            v = newest(results / name, "leaderboard.md")
-            if v is None:
-                md += [f"- `{name}` ({suite.scale} scale, {len(suite.cells)} cells, needs {suite.requires}): no "
-                       "committed leaderboard yet; the commands below produce it.", ""]
-                continue
-            comparable = suite.scale == "paper"
-            md += [f"### `{name}` ({v})", "",
-                   ("The paper's own setting: the paper's numbers are comparable." if comparable else
-                    "A reduced setting: the paper's numbers, where shown, are for orientation only; a reduced run "
-                    "is not expected to reach them."),
-                   f"From [results/{name}/{v}/leaderboard.md]({link(results / name / v / 'leaderboard.md', out)}):",
-                   ""]
-            md += leaderboard_table((results / name / v / "leaderboard.md").read_text()) + [""]
-    return md
-
-
-# ------------------------------------------------------------------------------------------------ GPU
-
-
-def gpu_section(paper: str) -> list[str]:
-    from benchmark.campaign import suite as campaign_suite
-
-    md = ["## Reproduce the paper's tables on a GPU", "",
-          "From the repository root on a machine with a CUDA GPU and the datasets under `.data` (Fashion-MNIST "
-          "ships offline; MNIST, SVHN and CIFAR need `--download` once where there is a network). Each command "
-          "resumes where it stopped; `results/perf/README.md` (\"For the GPU session\") has the recipe for "
-          "machines that allow 10 minutes per call.", "", "```bash", "export PYTHONPATH=.  # or pip install -e ."]
-    for name in NOTES[paper]["suites"]["paper"]:
-        n = len(campaign_suite.load_suite(name).cells)
-        md += [f"python3 -m benchmark.cli run --suite {name} --device cuda --data-root .data --dry-run   "
-               f"# {n} cells: batched jobs, estimated time",
-               f"python3 -m benchmark.cli run --suite {name} --device cuda --data-root .data",
-               f"python3 -m benchmark.cli report --suite {name}   # leaderboard beside the paper's numbers"]
-    md += [f"python3 -m benchmark.cli claims --scale full --paper {paper} --no-run   # the claims on those cells",
-           "```", "", "On a CPU, the claims at the scales above:", "", "```bash",
-           f"fedrepro claims --paper {paper}            # the full report's scales (see the plan above)",
-           f"fedrepro claims --quick --paper {paper}    # a smoke test in seconds, not a verdict"]
-    from . import empirical
-    from .empirical.scale import paper_scales
-
-    if paper_scales(empirical.paper(paper), "replication"):
-        md += [f"fedrepro claims --scale replication --paper {paper}   # the undecided claims on fresh seeds"]
-    md += [f"fedrepro report --paper {paper} --publish  # regenerate this page", "```", ""]
-    return md
 
 
 # ------------------------------------------------------------------------------------------------ page

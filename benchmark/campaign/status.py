@@ -17,7 +17,6 @@ from pathlib import Path
 
 from benchmark.campaign import cell_claims, suite as suites
 from benchmark.runs import checkpoint, cost, plan, store
-from benchmark.campaign import suite as suites
 from benchmark.runs.record import code_version
 
 

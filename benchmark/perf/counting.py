@@ -43,6 +43,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchmark.sim import vmap_layers
+
 #: ATen operators that read the device on CUDA, and why (PyTorch 2.x sources: ``native/LinearAlgebra*``
 #: call ``at::_linalg_check_errors`` (an ``info.item()``) inside the SVD and eigh kernels; value-dependent
 #: output shapes need the count on the host).

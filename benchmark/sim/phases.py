@@ -1,4 +1,5 @@
-"""Where a run's CPU time goes, by phase (issue 45; ``fedrepro bench --profile-claims``, ``benchmark.profile``).
+"""Where a run's CPU time goes, by phase (issue 45; ``fedrepro bench --profile-claims``,
+``benchmark.perf.claims_profile``).
 
 The engine, the executors and ``benchmark.runs.plan.execute`` mark their phases with ``with phase(name):``. Nothing is
 measured unless a :class:`Clock` is active (:func:`measuring`); then each phase's CPU time
