@@ -33,7 +33,7 @@ def did_you_mean(word: str, options) -> str:
 
 
 class _Version(argparse.Action):
-    """``--version``: fedrepro's version and the commit it runs from (read when asked: no torch import for it)."""
+    """``--version``: fedrepro's version and the commit it runs from, on stdout (read when asked)."""
 
     def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
         super().__init__(option_strings, dest, nargs=0, default=default, help=help)
@@ -44,7 +44,8 @@ class _Version(argparse.Action):
         v = code_version()
         commit = f" (git {v['git_commit'][:10]}{', uncommitted changes' if v['git_dirty'] else ''})" \
             if v.get("git_commit") else ""
-        parser.exit(message=f"fedrepro {v['package']}{commit}\n")
+        print(f"fedrepro {v['package']}{commit}")  # to stdout, as argparse's own version action does
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
