@@ -131,24 +131,25 @@ COMPANIONS = {"tail_accuracy": "final_accuracy"}
 STANDS_FOR = {"tail_accuracy": "final_accuracy"}
 
 
+def _check_window(settings: dict, where: str, metric: str, rounds_in, which: str) -> None:
+    """Raise unless every setting evaluates at least ``MIN_TAIL_EVALS`` times in the rounds ``metric`` reads,
+    ``rounds_in(rounds, eval_every)``: its ``which`` 10% of rounds."""
+    for name, f in settings.items():
+        n = len(rounds_in(int(f["rounds"]), int(f.get("eval_every") or 1)))
+        if n < MIN_TAIL_EVALS:
+            raise ValueError(f"{where}: setting {name!r} evaluates {n} time(s) in its {which} 10% of rounds "
+                             f"({f['rounds']} rounds, eval_every {f.get('eval_every', 1)}); {metric} needs at "
+                             f"least {MIN_TAIL_EVALS}: lower eval_every")
+
+
 def check_early(settings: dict, where: str) -> None:
     """Raise unless every setting evaluates at least ``MIN_TAIL_EVALS`` times in its first 10% of rounds."""
-    for name, f in settings.items():
-        n = len(early_rounds(int(f["rounds"]), int(f.get("eval_every") or 1)))
-        if n < MIN_TAIL_EVALS:
-            raise ValueError(f"{where}: setting {name!r} evaluates {n} time(s) in its first 10% of rounds "
-                             f"({f['rounds']} rounds, eval_every {f.get('eval_every', 1)}); early_accuracy needs at "
-                             f"least {MIN_TAIL_EVALS}: lower eval_every")
+    _check_window(settings, where, "early_accuracy", early_rounds, "first")
 
 
 def check_tail(settings: dict, where: str) -> None:
     """Raise unless every setting evaluates at least ``MIN_TAIL_EVALS`` times in its last 10% of rounds."""
-    for name, f in settings.items():
-        n = len(tail_rounds(int(f["rounds"]), int(f.get("eval_every") or 1)))
-        if n < MIN_TAIL_EVALS:
-            raise ValueError(f"{where}: setting {name!r} evaluates {n} time(s) in its last 10% of rounds "
-                             f"({f['rounds']} rounds, eval_every {f.get('eval_every', 1)}); tail_accuracy needs at "
-                             f"least {MIN_TAIL_EVALS}: lower eval_every")
+    _check_window(settings, where, "tail_accuracy", tail_rounds, "last")
 
 
 #: the rounds each metric reads from a run's history, (rounds, eval_every) -> rounds (issue 45): the claims evaluate
