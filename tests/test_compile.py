@@ -164,3 +164,71 @@ def test_compiled_round_replays_one_graph_with_rng_and_dropout():
         for k in ("local_loss", "train_loss", "test_loss"):
             assert hb[k] == pytest.approx(ha[k], rel=1e-4, abs=1e-6), (k, ha["round"])
     assert len({h["local_loss"] for h in a.history}) == 3  # the rounds differ: not one round replayed
+
+
+def test_graph_mode_is_validated_hashed_and_never_chosen_unmeasured():
+    """``compile="graph"`` (issue 48): a value of its own in the hash, refused misspelt, compiled as asked for a
+    named vectorized executor, and never chosen by ``executor="auto"`` until a measurement of its own says so
+    (the default mode's measured rows do not count for it)."""
+    from benchmark.runs import cost
+
+    e = Experiment(**BASE)
+    assert len({e.config_hash(), dataclasses.replace(e, compile=True).config_hash(),
+                dataclasses.replace(e, compile="graph").config_hash()}) == 3
+    for bad in ("cudagraph", 1, "True"):
+        with pytest.raises(ValueError, match="compile must be False, True or 'graph'"):
+            dataclasses.replace(e, compile=bad).validate()
+    assert cost.choose_compile("graph", "vectorized", "vectorized", "cuda", "fedbat_cnn", 10) == ("graph", "asked for")
+    assert ("cpu", "logreg") in cost.COMPILE_MEASURED
+    done, why = cost.choose_compile("graph", "auto", "vectorized", "cpu", "logreg", 10**6)
+    assert done is False and "logreg (graph) on cpu not measured" in why
+    assert cost.compiled_beats_sequential("cpu", "fedbat_cnn", 10**4, "graph") is None
+
+
+def test_graph_mode_flag():
+    """``--compile`` alone is the default mode, ``--compile graph`` the graph-replayed one, anything else refused."""
+    from benchmark.cli.main import build_parser
+
+    p = build_parser()
+    assert p.parse_args(["run", "--compile"]).compile is True
+    assert p.parse_args(["run", "--compile", "graph"]).compile == "graph"
+    assert p.parse_args(["run"]).compile is None
+    with pytest.raises(SystemExit):
+        p.parse_args(["run", "--compile", "fast"])
+
+
+def test_graph_mode_refuses_a_graph_break(monkeypatch):
+    """A planted graph break in the local update (where a host sync would sit) stops a ``compile="graph"`` run
+    with a message saying what to do, before any round finishes (``fullgraph=True``); without the plant the
+    same run compiles (the slow test below)."""
+    import torch
+
+    from benchmark.sim import compiling, executors
+
+    plain = executors._vmapped_local
+
+    def broken(*args):
+        torch._dynamo.graph_break()
+        return plain(*args)
+
+    monkeypatch.setattr(executors, "_vmapped_local", broken)
+    torch._dynamo.reset()
+    with pytest.raises(compiling.GraphCaptureError, match="compile='graph' needs its vmapped local update traced"):
+        run(Experiment(**BASE, compile="graph"))
+
+
+@pytest.mark.slow
+def test_graph_mode_equals_the_uncompiled_step():
+    """The graph-replayed step (on a CPU: inductor's code without a CUDA graph, traced whole) equals the
+    uncompiled step to float tolerance over two rounds with partial batches and masked steps, compiled once;
+    its outputs are copies (a replay reuses its output memory), so round 1's uplinks survive round 2."""
+    from torch._dynamo.utils import counters
+
+    a = run(Experiment(**BASE))
+    graphs = counters["stats"]["unique_graphs"]
+    b = run(Experiment(**BASE, compile="graph"))
+    assert counters["stats"]["unique_graphs"] - graphs == 1
+    assert b.execution["compile"] == "graph" and b.execution["compile_seconds"] > 0
+    for ha, hb in zip(a.history, b.history, strict=True):
+        for k in ("local_loss", "train_loss", "test_loss"):
+            assert hb[k] == pytest.approx(ha[k], rel=1e-5, abs=1e-6), (k, ha["round"])

@@ -227,7 +227,7 @@ def test_a_local_update_that_vmap_refuses_is_an_input_error_that_says_what_to_do
     under vmap: ``fedrepro run`` ends with exit 2 and a sentence naming the algorithm, the contract's rule and the
     way on, not a traceback; the sequential executor it points to does run it. An error of the computation itself
     is not mistaken for one (``is_vmap_refusal``)."""
-    from benchmark.sim.executors import is_vmap_refusal
+    from benchmark.sim.vmap_contract import is_vmap_refusal
 
     argv = ["run", "--plugin", str(BROKEN), "--algorithm", "broken_reads_values", "--rounds", "2", "--no-progress",
             "--out", str(tmp_path / "out")]

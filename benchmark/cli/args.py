@@ -120,9 +120,10 @@ def experiment_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--executor", choices=["auto", "sequential", "vectorized"],
                    help="how local updates run (default auto: the faster one for this model, batch and device, "
                         "by the rule of benchmark/runs/cost.py; the run record says which and why)")
-    g.add_argument("--compile", action="store_true", default=None,
+    g.add_argument("--compile", nargs="?", const=True, default=None, choices=["graph"], metavar="graph",
                    help="torch.compile the vectorized local update (results equal to float tolerance; the record "
-                        "gives the compile time; the sequential executor is never compiled)")
+                        "gives the compile time; the sequential executor is never compiled); `--compile graph`: "
+                        "compiled whole and replayed as a CUDA graph on a GPU (on a CPU the same code as --compile)")
     g.add_argument("--device", help="auto | cpu | cuda (default auto)")
     g.add_argument("--data-root", help="folder with real datasets (default $FEDREPRO_DATA or ~/.cache/fedrepro/data)")
     g.add_argument("--download", action="store_true", default=None, help="download real datasets if missing")

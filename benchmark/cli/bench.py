@@ -18,12 +18,14 @@ def cmd_bench(a) -> int:
         return _vs_pfl(a, log)
     if a.counts:
         return _counts(a, log)
+    if a.tf32_cell:
+        return _tf32_cell(a, log)
     if a.compile:
         return _compile(a, log)
     models = tuple(m.strip() for m in a.model.split(",") if m.strip()) if a.model else None
     # a BenchError or a ValueError (e.g. a model that does not fit the preset's inputs) is a bad input (cli.errors)
     result = run_bench(a.preset, models, a.device, a.clients, a.batch_size, a.local_steps, a.repeats, a.warmup,
-                       a.threads, a.seed, a.quick, a.runs, a.profile, log)
+                       a.threads, a.seed, a.quick, a.runs, a.profile, log, tf32=a.tf32)
     text = json.dumps(result, indent=1)
     if a.out:
         d = os.path.dirname(os.path.abspath(a.out))
@@ -93,12 +95,28 @@ def _vs_pfl(a, log) -> int:
     return 0
 
 
+def _tf32_cell(a, log) -> int:
+    from benchmark.perf import tf32_cell
+
+    [(label, exp, _)] = claims_cells(["fedbat"], a.profile_rounds or None)
+    if log:
+        log(f"{label}: {exp.rounds} rounds with TF32 off, then on")
+    result = tf32_cell.compare_tf32(exp, a.device, log)
+    if a.out:
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
+        with open(a.out, "w") as f:
+            f.write(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1) if a.json else tf32_cell.summary(result))
+    return 0
+
+
 def _compile(a, log) -> int:
     from benchmark.perf import compile_bench
 
     models = tuple(m.strip() for m in a.model.split(",") if m.strip()) if a.model else None
     result = compile_bench.run_compile_bench(a.preset, models, a.device, a.clients, a.batch_size, a.local_steps,
-                                             a.repeats, a.threads, a.seed, a.quick, log)
+                                             a.repeats, a.threads, a.seed, a.quick, log, graph=a.compile == "graph",
+                                             tf32=a.tf32)
     text = json.dumps(result, indent=1)
     if a.out:
         os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
@@ -168,10 +186,18 @@ def add_parser(sub) -> None:
     p.add_argument("--executors", help="with --counts: comma-separated among sequential, vectorized, batched "
                                        "(default sequential,vectorized)")
     p.add_argument("--settings", help="with --counts: clean, padded or both (default clean,padded)")
-    p.add_argument("--compile", action="store_true", help="time the vectorized round compiled (torch.compile) "
+    p.add_argument("--compile", nargs="?", const=True, default=False, choices=["graph"], metavar="graph",
+                   help="time the vectorized round compiled (torch.compile) "
                    "against uncompiled and sequential, interleaved in one process, compile time apart "
-                   "(benchmark.perf.compile_bench); with --counts: also count each vectorized/batched step compiled "
-                   "(inductor's kernels counted with torch.profiler)")
+                   "(benchmark.perf.compile_bench); `--compile graph`: also the step compiled whole and replayed as "
+                   "a CUDA graph (on a CPU: the compiled code again); with --counts: also count each "
+                   "vectorized/batched step compiled (inductor's kernels counted with torch.profiler)")
+    p.add_argument("--tf32", action="store_true", help="measure with TF32 on (CUDA matmuls and cuDNN convolutions; "
+                   "never the runs' default; recorded in the result's numerics): with the executors' timing or "
+                   "--compile")
+    p.add_argument("--tf32-cell", action="store_true", help="instead of timing: FedBAT's deciding claims cell (at "
+                   "most --profile-rounds rounds) run with TF32 off, then on, from the same seed: seconds and final "
+                   "accuracy of each (benchmark.perf.tf32_cell; on a CPU TF32 changes nothing)")
     p.add_argument("--per-op", action="store_true", help="with --counts: also a table of the bytes and kernels "
                    "per step of each ATen operator (where a step's memory traffic goes)")
     p.add_argument("--profile-claims", action="store_true", help="instead of timing: where the CPU time of one cell "
@@ -181,8 +207,8 @@ def add_parser(sub) -> None:
                    "45's small FedAvg work, each in its own process, best of --repeats (default 3); pfl is installed in "
                    "its own venv ($FEDREPRO_PFL_VENV, default ~/.cache/fedrepro/pfl-venv), skipped where it cannot be")
     p.add_argument("--papers", help="with --profile-claims: comma-separated papers (default: all)")
-    p.add_argument("--profile-rounds", type=int, default=40, help="with --profile-claims: at most this many rounds "
-                   "per cell, shares per round (default 40; 0: the scale's rounds)")
+    p.add_argument("--profile-rounds", type=int, default=40, help="with --profile-claims or --tf32-cell: at most this "
+                   "many rounds per cell, shares per round (default 40; 0: the scale's rounds)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--out", help="also write the JSON object to this file")
     p.set_defaults(func=cmd_bench)

@@ -9,6 +9,9 @@ the compile time, with the executor's own ``compile_seconds`` (cold only with in
 off: ``CACHE_VARS`` set to 0, recorded in the result). Then every method is warmed once and
 timed ``repeats`` times in a rotating order; the ratios are of median times (and of the fastest repeats).
 The compiled round's aggregated model is compared with the uncompiled one (float tolerance, not bitwise).
+With ``graph`` (``fedrepro bench --compile graph``, issue 48) a fourth method, ``graph``: the step compiled whole
+and replayed as a CUDA graph (``compile="graph"``), timed and compared the same way (on a CPU it is the
+``compiled`` code again, a check of the path rather than a measurement).
 
 What the planner makes of these numbers is ``benchmark.runs.cost.choose_compile`` (its table cites the file
 these measurements are written to).
@@ -34,19 +37,23 @@ from benchmark.runs.record import code_version
 from benchmark.sim import numerics
 
 METHODS = ("sequential", "vectorized", "compiled")
+GRAPH_METHOD = "graph"
 #: inductor's on-disk caches: with them on, a graph compiled before (by any process) loads in seconds
 CACHE_VARS = ("TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCHINDUCTOR_AUTOGRAD_CACHE")
 
 
-def rounds_for(cfg, device) -> dict:
-    """The three rounds of ``cfg`` on ``device`` (module docstring), keyed by method."""
+def rounds_for(cfg, device, graph: bool = False) -> dict:
+    """The three rounds of ``cfg`` on ``device`` (module docstring; four with ``graph``), keyed by method."""
     exp = Experiment(algorithm="fedavg", dataset=synthetic_data(cfg), model=cfg.model, num_clients=None,
                      clients_per_round=cfg.clients, rounds=1, local_steps=cfg.local_steps,
                      batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed, eval_train_samples=None,
                      divergence_factor=None, device=str(device))
-    return {"sequential": FederatedRound(dataclasses.replace(exp, executor="sequential")),
-            "vectorized": FederatedRound(dataclasses.replace(exp, executor="vectorized")),
-            "compiled": FederatedRound(dataclasses.replace(exp, executor="vectorized", compile=True))}
+    out = {"sequential": FederatedRound(dataclasses.replace(exp, executor="sequential")),
+           "vectorized": FederatedRound(dataclasses.replace(exp, executor="vectorized")),
+           "compiled": FederatedRound(dataclasses.replace(exp, executor="vectorized", compile=True))}
+    if graph:
+        out[GRAPH_METHOD] = FederatedRound(dataclasses.replace(exp, executor="vectorized", compile="graph"))
+    return out
 
 
 def _timed(fn, device) -> tuple[float, object]:  # (seconds, fn's result)
@@ -82,9 +89,10 @@ def _tensors(x):
     return out
 
 
-def measure_compile(cfg, device, repeats: int = 5, log=None) -> dict:
+def measure_compile(cfg, device, repeats: int = 5, log=None, graph: bool = False) -> dict:
     """Time ``cfg``'s rounds (module docstring); seconds, medians, ratios, compile time, agreement."""
-    rounds = rounds_for(cfg, device)
+    rounds = rounds_for(cfg, device, graph)
+    methods = tuple(rounds)
     # engine.aggregate moves each round's server state on from where the last call left it (the downlink
     # stays the round's): the agreement is checked from the same starting state, one call each
     start = {m: copy.deepcopy((r.runs[0].server, r.runs[0].buffers)) for m, r in rounds.items()}
@@ -92,22 +100,33 @@ def measure_compile(cfg, device, repeats: int = 5, log=None) -> dict:
     compile_s = rounds["compiled"].executor.compile_seconds
     if log is not None:
         log(f"  {cfg.model}: compiled round's first call {first:.1f} s (compile_seconds {compile_s:.1f})")
-    seconds = {m: [] for m in METHODS}
-    for m in METHODS:  # warm (the compiled one: its second call, any lazy work after compilation)
-        _timed(rounds[m], device)
+    graph_first = _timed(rounds[GRAPH_METHOD], device)[0] if graph else None
+    seconds = {m: [] for m in methods}
+    for m in methods:  # warm (the compiled ones: their second call, any lazy work after compilation; a CUDA
+        _timed(rounds[m], device)  # graph is recorded on a warm call)
     for r in range(repeats):
-        order = METHODS[r % len(METHODS):] + METHODS[:r % len(METHODS)]
+        order = methods[r % len(methods):] + methods[:r % len(methods)]
         for m in order:
             seconds[m].append(_timed(rounds[m], device)[0])
         if log is not None:
             log(f"  {cfg.model}: repeat {r + 1}/{repeats} " + " ".join(f"{k}={v[-1]:.3f}s" for k, v in seconds.items()))
-    for m in ("vectorized", "compiled"):
+    for m in ("vectorized", "compiled") + ((GRAPH_METHOD,) if graph else ()):
         rounds[m].runs[0].server, rounds[m].runs[0].buffers = copy.deepcopy(start[m])
         rounds[m]()
     med = {m: statistics.median(v) for m, v in seconds.items()}
     best = {m: min(v) for m, v in seconds.items()}
     saved = med["vectorized"] - med["compiled"]
-    return {"model": cfg.model, "clients": cfg.clients, "batch_size": cfg.batch_size, "local_steps": cfg.local_steps,
+    extra = {} if not graph else {
+        "graph_first_call_seconds": graph_first, "graph_compile_seconds": rounds[GRAPH_METHOD].executor.compile_seconds,
+        "graph_over_vectorized": med["vectorized"] / med[GRAPH_METHOD],
+        "graph_over_vectorized_min": best["vectorized"] / best[GRAPH_METHOD],
+        "graph_over_compiled": med["compiled"] / med[GRAPH_METHOD],
+        "graph_over_sequential": med["sequential"] / med[GRAPH_METHOD],
+        "graph_break_even_rounds": (rounds[GRAPH_METHOD].executor.compile_seconds / (med["vectorized"] - med[GRAPH_METHOD])
+                                    if med[GRAPH_METHOD] < med["vectorized"] else None),
+        "graph_max_abs_diff_vs_vectorized": _max_diff(rounds[GRAPH_METHOD].runs[0].server,
+                                                      rounds["vectorized"].runs[0].server)}
+    return {**extra, "model": cfg.model, "clients": cfg.clients, "batch_size": cfg.batch_size, "local_steps": cfg.local_steps,
             "seconds": seconds, "median_seconds": med, "min_seconds": best,
             "first_compiled_call_seconds": first, "compile_seconds": compile_s,
             # speed ratios (> 1: compiled faster)
@@ -137,13 +156,25 @@ def markdown(result: dict) -> str:
                      f"({r['compiled_over_vectorized_min']:.2f}x) | {r['compiled_over_sequential']:.2f}x "
                      f"| {r['compile_seconds']:.1f} | {'never' if be is None else f'{be:,.0f}'} "
                      f"| {r['max_abs_diff_vs_vectorized']:.1e} |")
+    graphs = [r for r in result["models"] if "graph_over_vectorized" in r]
+    if graphs:
+        lines += ["", "The step compiled whole and replayed as a CUDA graph (`compile=\"graph\"`; on a CPU the compiled "
+                  "code without a graph):", "",
+                  "| model | graph s | graph / vectorized speed (fastest) | graph / compiled speed | graph / sequential "
+                  "speed | compile s | break-even rounds | max abs diff |", "|---|---|---|---|---|---|---|---|"]
+        for r in graphs:
+            be = r["graph_break_even_rounds"]
+            lines.append(f"| {r['model']} | {r['median_seconds'][GRAPH_METHOD]:.3f} | {r['graph_over_vectorized']:.2f}x "
+                         f"({r['graph_over_vectorized_min']:.2f}x) | {r['graph_over_compiled']:.2f}x "
+                         f"| {r['graph_over_sequential']:.2f}x | {r['graph_compile_seconds']:.1f} "
+                         f"| {'never' if be is None else f'{be:,.0f}'} | {r['graph_max_abs_diff_vs_vectorized']:.1e} |")
     return "\n".join(lines) + "\n"
 
 
 def run_compile_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None = None, device: str | None = None,
                       clients: int = 10, batch_size: int = 64, local_steps: int | None = None,
                       repeats: int | None = None, threads: int | None = None, seed: int = 0, quick: bool = False,
-                      log=None) -> dict:
+                      log=None, graph: bool = False, tf32: bool = False) -> dict:
     """:func:`measure_compile` for each configuration of ``benchmark.perf.bench.make_configs`` (the flags of
     ``fedrepro bench --compile``), under the runs' numerics policy, with the environment recorded."""
     dev = bench_device(device)
@@ -153,8 +184,8 @@ def run_compile_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None
         torch.set_num_threads(threads)
     try:
         load = _load()
-        with numerics.applied():
-            configs = [measure_compile(c, dev, repeats or (3 if quick else 5), log) for c in cfgs]
+        with numerics.applied(numerics.Numerics(tf32=True) if tf32 else None):
+            configs = [measure_compile(c, dev, repeats or (3 if quick else 5), log, graph) for c in cfgs]
         return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "device": str(dev), "device_name": _device_name(dev), "torch": torch.__version__,
                 "python": platform.python_version(), "threads": torch.get_num_threads(),

@@ -34,19 +34,11 @@ from algorithms.core import qp
 
 from benchmark.datasets.federated_dataset import FederatedDataset
 from benchmark.perf.counting import compiled_counting, counting, kernel_profile
+from benchmark.perf.devices import GPUS
 from benchmark.perf.workloads import FederatedRound
 from benchmark.runs import plan
 from benchmark.runs.experiment import Experiment
 from benchmark.sim import engine
-
-#: Peak numbers of the GPUs the bound is stated for: (dense FP32 FLOP/s (non-tensor-core), TF32
-#: tensor-core FLOP/s (dense), memory bytes/s, launch floor s per kernel, source).
-GPUS = {
-    "H100-SXM": dict(fp32=67e12, tf32=494.7e12, bandwidth=3.35e12, launch=7e-6,
-                     source="NVIDIA H100 Tensor Core GPU datasheet (SXM5: FP32 67 TFLOPS, TF32 989 TFLOPS "
-                            "with sparsity = 494.7 dense, HBM3 3.35 TB/s); launch floor ~7 us/kernel is the "
-                            "issue-24 estimate (306 kernels -> 2.1 ms), not a datasheet number"),
-}
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def model_fingerprint(module: torch.nn.Module) -> str:
     return h.hexdigest()[:16]
 
 
-def loop_config(exp: Experiment, compile: bool = False,
+def loop_config(exp: Experiment, compile: bool | str = False,
                 lr_schedule: Callable[[int], float] | None = None) -> engine.LoopConfig:
     """The round loop's settings for ``exp``; ``compile``: the job's decision (``benchmark.runs.plan``, from
     ``exp.compile`` and the measured rule); ``lr_schedule``: round -> local learning rate, replacing
@@ -108,7 +108,7 @@ class Prepared:
 
 
 def prepare(exp: Experiment, device: torch.device | str, data: FederatedDataset | None = None, *,
-            compile: bool = False, lr_schedule: Callable[[int], float] | None = None) -> Prepared:
+            compile: bool | str = False, lr_schedule: Callable[[int], float] | None = None) -> Prepared:
     """Validate ``exp`` and build its data, partition, model, algorithm, loop settings (:func:`loop_config`, with
     ``compile`` and ``lr_schedule``) and optimizer on ``device`` (resolved by ``benchmark.runs.plan``). ``data``:
     the dataset already loaded on the device (the runs of a batched job share one copy)."""

@@ -139,8 +139,9 @@ def executor_rule(requested: str, device_type: str, vectorizable: bool, flops_sa
 #: (``benchmark.perf.compile_bench``; 10 clients x batch 64, 1 thread, a loaded 2-core CPU): (device type, model)
 #: -> (compiled / uncompiled speed, compiled / sequential speed, rounds after which the compile time is paid
 #: back (None: never)), the least favourable of the repeated measurements in ``COMPILE_SOURCE``. Only what
-#: is listed was measured: nothing else is compiled by ``executor="auto"``.
-COMPILE_MEASURED: dict[tuple[str, str], tuple[float, float, float | None]] = {
+#: is listed was measured: nothing else is compiled by ``executor="auto"``. The graph-replayed step
+#: (``compile="graph"``, issue 48) has rows of its own, keyed (device type, model, "graph"): none measured yet.
+COMPILE_MEASURED: dict[tuple, tuple[float, float, float | None]] = {
     ("cpu", "logreg"): (2.90, 8.90, 2215.0),
     ("cpu", "mlp"): (3.11, 6.77, 1381.0),
     # after benchmark.sim.vmap_layers (the uncompiled step 1.4-1.9x faster): compiled 1.18x and 1.10x the
@@ -150,15 +151,17 @@ COMPILE_MEASURED: dict[tuple[str, str], tuple[float, float, float | None]] = {
 COMPILE_SOURCE = "results/perf/compile-2026-11-26-cpu.md"
 
 
-def _compile_measured(device_type: str, model) -> tuple[str, tuple | None]:
-    """The model's name (a registered name, or a module's class name) and its ``COMPILE_MEASURED`` row."""
+def _compile_measured(device_type: str, model, mode: bool | str = True) -> tuple[str, tuple | None]:
+    """The model's name (a registered name, or a module's class name) and its ``COMPILE_MEASURED`` row for the
+    compile ``mode`` (True, or "graph": the rows keyed with it)."""
     name = model if isinstance(model, str) else type(model).__name__
-    return name, COMPILE_MEASURED.get((device_type, name))
+    return name, COMPILE_MEASURED.get((device_type, name) if mode is True else (device_type, name, mode))
 
 
-def choose_compile(requested: bool, executor_requested: str, executor: str, device_type: str, model,
-                   rounds: int) -> tuple[bool, str | None]:
-    """Whether a run that asks for ``compile`` is compiled, and why (None: not asked, nothing to say).
+def choose_compile(requested: bool | str, executor_requested: str, executor: str, device_type: str, model,
+                   rounds: int) -> tuple[bool | str, str | None]:
+    """Whether a run that asks for ``compile`` is compiled (False, or the mode asked for: True or "graph"), and
+    why (None: not asked, nothing to say).
 
     ``executor``: the executor chosen (``executor_rule``), ``executor_requested``: the experiment's own.
     The sequential executor is never compiled. A run that names the vectorized executor is compiled as
@@ -168,13 +171,15 @@ def choose_compile(requested: bool, executor_requested: str, executor: str, devi
     uncompiled ones, bit for bit) and the reason says so."""
     if not requested:
         return False, None
-    name, measured = _compile_measured(device_type, model)
+    name, measured = _compile_measured(device_type, model, requested)
+    if requested is not True:
+        name = f"{name} ({requested})"
     if executor != "vectorized":
         versus = "" if measured is None or executor_requested != "auto" else \
             f" (auto: compiled vectorized {name} runs {measured[1]:.2f}x the sequential speed on {device_type}, {COMPILE_SOURCE})"
         return False, f"{executor} executor: never compiled{versus}"
     if executor_requested != "auto":
-        return True, "asked for"
+        return requested, "asked for"
     if measured is None:
         return False, (f"auto: compiling {name} on {device_type} not measured to pay (fedrepro bench --compile; "
                        f"{COMPILE_SOURCE}): uncompiled")
@@ -184,15 +189,15 @@ def choose_compile(requested: bool, executor_requested: str, executor: str, devi
     if break_even > rounds:
         return False, (f"auto: compiled {name} is {speed:.2f}x faster on {device_type} but pays its compile time back "
                        f"after {break_even:,.0f} rounds > {rounds} ({COMPILE_SOURCE}): uncompiled")
-    return True, (f"auto: compiled {name} is {speed:.2f}x faster on {device_type}, compile time paid back after "
+    return requested, (f"auto: compiled {name} is {speed:.2f}x faster on {device_type}, compile time paid back after "
                   f"{break_even:,.0f} <= {rounds} rounds ({COMPILE_SOURCE})")
 
 
-def compiled_beats_sequential(device_type: str, model, rounds: int) -> str | None:
+def compiled_beats_sequential(device_type: str, model, rounds: int, mode: bool | str = True) -> str | None:
     """Why ``executor="auto"`` with ``compile`` takes the vectorized executor where the FLOPs rule takes the
-    sequential one: ``COMPILE_MEASURED`` shows the compiled vectorized round faster than the sequential
-    one, and the compile time paid back within ``rounds``; None where it does not."""
-    name, measured = _compile_measured(device_type, model)
+    sequential one: ``COMPILE_MEASURED`` shows the compiled vectorized round (of ``mode``) faster than the
+    sequential one, and the compile time paid back within ``rounds``; None where it does not."""
+    name, measured = _compile_measured(device_type, model, mode)
     if measured is None or measured[1] <= 1.0 or measured[2] is None or measured[2] > rounds:
         return None
     return (f"auto with compile: compiled vectorized {name} runs {measured[1]:.2f}x the sequential speed on "

@@ -67,8 +67,9 @@ class Experiment:
     data_root: str | None = None
     download: bool = False
     # torch.compile the vectorized local update (equal to float tolerance, not bitwise: part of the hash
-    # when True; the sequential executor is never compiled)
-    compile: bool = False
+    # when set; the sequential executor is never compiled): True, or "graph" (compiled whole and replayed as a
+    # CUDA graph on a GPU; benchmark.sim.executors.VectorizedExecutor)
+    compile: bool | str = False
     # the rounds (1-based) whose scheduled evaluation includes the test set; None: every scheduled one (every
     # eval_every-th and the last). The training objective is measured at every scheduled evaluation still (the
     # divergence rule reads it) and the last round always evaluates the test set: fewer test evaluations, the
@@ -129,6 +130,8 @@ class Experiment:
         need(self.divergence_factor is None or (isinstance(self.divergence_factor, (int, float))
                                                 and 1 < self.divergence_factor < float("inf")),
              f"divergence_factor must be a number > 1 (or None to flag only NaN/inf), got {self.divergence_factor!r}")
+        need(self.compile is False or self.compile is True or self.compile == "graph",
+             f"compile must be False, True or 'graph' (compiled whole, replayed as a CUDA graph), got {self.compile!r}")
         need(self.executor in ("auto",) + EXECUTORS,
              f"executor must be auto, sequential or vectorized, got {self.executor!r}")
         need(self.device in ("auto", "cpu", "cuda") or str(self.device).startswith("cuda:"),

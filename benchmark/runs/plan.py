@@ -168,7 +168,7 @@ def choose_executor(exp: Experiment, device_type: str, observe_steps: bool = Fal
         return cost.executor_rule(exp.executor, device_type, vectorizable, 0.0, 0.0)
     work = cost.cell_work(exp)
     choice = cost.executor_rule(AUTO, device_type, vectorizable, _flops(exp, work), work["batch"])
-    why = cost.compiled_beats_sequential(device_type, exp.model, exp.rounds) if exp.compile else None
+    why = cost.compiled_beats_sequential(device_type, exp.model, exp.rounds, exp.compile) if exp.compile else None
     if choice.executor == "sequential" and vectorizable and why:
         return dataclasses.replace(choice, executor="vectorized", reason=why)
     return choice
@@ -191,7 +191,7 @@ class Job:
     reasons: dict = field(default_factory=dict)  # device, executor, group: why
     choice: dict = field(default_factory=dict)  # a run alone: the executor rule's record (FLOPs per step)
     batched: tuple = ()  # a batched group: the hyperparameters that differ across its runs
-    compile: bool = False  # the vectorized local update through torch.compile (benchmark.runs.cost.choose_compile)
+    compile: bool | str = False  # the vectorized local update through torch.compile: True or "graph" (cost.choose_compile)
     checkpoints: str | None = None  # a folder: save the runs every checkpoint_every_s, resume them from it
     checkpoint_every_s: float = checkpoint.EVERY_SECONDS  # (benchmark.runs.checkpoint; set by benchmark.campaign.runner)
     numerics: numerics.Numerics | None = None  # the numerics policy the runs use (None: the process's); travels
@@ -253,7 +253,7 @@ def _single(c: _Cell, index: int, threads: Threads | None, group_reason: str) ->
                {k: rec[k] for k in ("flops_per_sample", "flops_per_client_step")}, compile=compiled)
 
 
-def _compile(exp: Experiment, executor: str, device_type: str) -> tuple[bool, str | None]:
+def _compile(exp: Experiment, executor: str, device_type: str) -> tuple[bool | str, str | None]:
     return cost.choose_compile(exp.compile, exp.executor, executor, device_type, exp.model, exp.rounds)
 
 

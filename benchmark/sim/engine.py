@@ -87,7 +87,7 @@ class LoopConfig:
     # a run whose training loss exceeds this factor times its initial training loss is diverged (None: off)
     divergence_factor: float | None = None
     # compile the vectorized local update (torch.compile; executors.VectorizedExecutor)
-    compile: bool = False
+    compile: bool | str = False  # True, or "graph": compiled whole, replayed as a CUDA graph
     # the rounds (1-based) whose scheduled evaluation includes the test set (None: all; the last always does)
     eval_rounds: frozenset | None = None
 

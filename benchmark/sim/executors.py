@@ -35,8 +35,10 @@ from algorithms.core import Algorithm, CounterRng, Message, splitmix64, stack_tr
 
 from benchmark.sim import EXECUTORS
 from benchmark.sim import vmap_layers
+from benchmark.sim.compiling import GRAPH, GraphCaptureError, compile_local
 from benchmark.sim.functional import Batch, FunctionalModel
 from benchmark.sim.phases import phase
+from benchmark.sim.vmap_contract import VmapContractError, is_vmap_refusal
 
 
 # --------------------------------------------------------------------------------------------------
@@ -454,30 +456,6 @@ def _vmapped_local(setup: LocalSetup, alg, lr0, down0, needs_mask: bool, clients
     return vmap(one, in_dims=in_dims)(clients, states, lr_arg, down_arg, hyper)
 
 
-VMAP_REFUSALS = ("vmap:", "data-dependent control flow", "Batching rule not implemented")
-
-
-def is_vmap_refusal(e: BaseException) -> bool:
-    """Whether ``e`` is torch.func.vmap refusing what a local update does (``.item()``, a Python ``if`` on a
-    tensor's value, an op without a batching rule), not an error of the computation itself."""
-    return isinstance(e, RuntimeError) and any(k in str(e) for k in VMAP_REFUSALS)
-
-
-class VmapContractError(ValueError):
-    """An algorithm's ``local_update`` that cannot run under ``torch.func.vmap`` (the Algorithm contract, item 6
-    of the README's "Add your own algorithm"): an input to fix, said in words, not a traceback."""
-
-    def __init__(self, name: str, cause: BaseException):
-        first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-        super().__init__(
-            f"algorithm {name!r}: its local_update cannot run under torch.func.vmap, which the vectorized executor "
-            f"uses to run all sampled clients at once (torch says: {first}). The Algorithm contract (README, 'Add "
-            "your own algorithm', item 6; algorithms/core/base.py): no .item() or float() of a tensor, no Python "
-            "`if` on a tensor's value (use torch.where), no global random generator (use ctx.rng). Meanwhile "
-            "`--executor sequential` runs it one client at a time; `pytest --fedrepro-plugin FILE` checks the whole "
-            "contract")
-
-
 class VectorizedExecutor:
     """All sampled clients at once: ``vmap`` over a leading axis of (run, client) pairs (DESIGN.md,
     Performance), each pair with its run's downlink, buffers, learning rate, RNG keys and differing
@@ -487,11 +465,20 @@ class VectorizedExecutor:
     ``compile=True``: the vmapped local update runs through ``torch.compile`` (issue 24), the learning rate
     passed as a tensor so that a new round's value reuses the compiled code; one compiled entry per
     (model, batch shape, clients, masking, weighting), whose first call (compilation and one round) is
-    added to ``compile_seconds``. Results equal the uncompiled step to float tolerance, not bitwise."""
+    added to ``compile_seconds``. Results equal the uncompiled step to float tolerance, not bitwise.
+
+    ``compile="graph"`` (issue 48): the same, compiled whole (``fullgraph=True``: a graph break, which is
+    where a host sync or a Python branch on a value would sit, is an error rather than a silent split) with
+    ``mode="reduce-overhead"``, so that on CUDA the step's kernels are captured once per shape as a CUDA graph
+    and replayed each round (static shapes per job: ``dynamic=False``, the round, learning rate and downlink as
+    inputs). A replay writes its outputs into the same memory, so they are copied out before the next call.
+    On a CPU there is no graph to replay and inductor's code is the ``compile=True`` code."""
 
     name = "vectorized"
 
-    def __init__(self, compile: bool = False):
+    def __init__(self, compile: bool | str = False):
+        if not (compile is False or compile is True or compile == GRAPH):
+            raise ValueError(f"compile must be False, True or {GRAPH!r}, got {compile!r}")
         self.compile = compile
         self.compile_seconds = 0.0
         self._compiled: dict = {}
@@ -501,7 +488,7 @@ class VectorizedExecutor:
             return _vmapped_local, False
         first = key not in self._compiled
         if first:
-            self._compiled[key] = torch.compile(_vmapped_local, dynamic=False)
+            self._compiled[key] = compile_local(_vmapped_local, self.compile == GRAPH)
         return self._compiled[key], first
 
     def run(self, inputs: RoundInputs) -> list[RoundOutput]:
@@ -554,6 +541,8 @@ class VectorizedExecutor:
                          runs[0].downlink if down_arg is None else None, needs_mask, clients, states, lr_arg,
                          down_arg, hyper)
         except RuntimeError as e:
+            if self.compile == GRAPH and isinstance(e, torch._dynamo.exc.Unsupported):
+                raise GraphCaptureError(inputs.alg.name, e) from e
             if not is_vmap_refusal(e):
                 raise
             raise VmapContractError(inputs.alg.name, e) from e
@@ -582,9 +571,9 @@ def _split(out, jobs: list[ClientJob], sizes: list[int], steps: torch.Tensor, al
     return outs
 
 
-def get(name: str, compile: bool = False):
-    """The executor ``name``; ``compile``: compile the vectorized local update (the sequential reference is
-    never compiled)."""
+def get(name: str, compile: bool | str = False):
+    """The executor ``name``; ``compile``: compile the vectorized local update (True, or ``"graph"``: whole and
+    replayed as a CUDA graph; the sequential reference is never compiled)."""
     if name == "sequential":
         return SequentialExecutor()
     if name == "vectorized":
