@@ -6,7 +6,8 @@
 #
 #   bash results/perf/gpu-next.sh          (device tool: carry [], timeout_s 580)
 #
-# Steps, most wanted first; each has its own time limit (SIGINT, like Ctrl-C) and is skipped when it would run
+# Steps, most wanted first; each has its own time limit (SIGINT, like Ctrl-C, then SIGKILL 15 s later: inductor
+# compiling can swallow SIGINT) and is skipped when it would run
 # past T_TOTAL; the log says each step's exit code and seconds:
 #   1. validate: the CPU reference numbers on the GPU (float64 CNN problem, float32 dense problem)
 #   2. compile: the FedBAT CNN step sequential / vectorized / compiled / compiled whole and replayed as a CUDA
@@ -35,7 +36,7 @@ step() {  # step NAME LIMIT_S COMMAND...: one command, its own log file, its exi
     if [ "$left" -lt 30 ]; then say "$name: skipped (${left}s left of ${TOTAL}s)"; return; fi
     [ "$limit" -gt "$left" ] && limit=$left
     say "$name: start (limit ${limit}s)"
-    timeout -s INT "$limit" "$@" > "$W/$name.txt" 2>&1
+    timeout -s INT -k 15 "$limit" "$@" > "$W/$name.txt" 2>&1  # KILL 15 s after: inductor may swallow SIGINT
     say "$name: rc=$?"
     pack
 }
