@@ -10,6 +10,15 @@ import sys
 from benchmark.perf.bench import PRESETS, run_bench, table
 
 
+def _write(path: str | None, text: str) -> None:
+    """``--out``: the result's JSON (``text``) to ``path``, its folder made, said on stderr."""
+    if path:
+        os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text if text.endswith("\n") else text + "\n")
+        print(f"wrote {path}", file=sys.stderr)
+
+
 def cmd_bench(a) -> int:
     log = None if a.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
     if a.profile_claims:
@@ -27,12 +36,7 @@ def cmd_bench(a) -> int:
     result = run_bench(a.preset, models, a.device, a.clients, a.batch_size, a.local_steps, a.repeats, a.warmup,
                        a.threads, a.seed, a.quick, a.runs, a.profile, log, tf32=a.tf32)
     text = json.dumps(result, indent=1)
-    if a.out:
-        d = os.path.dirname(os.path.abspath(a.out))
-        os.makedirs(d, exist_ok=True)
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
-        print(f"wrote {a.out}", file=sys.stderr)
+    _write(a.out, text)
     print(text if a.json else table(result))
     ok = all(math.isfinite(s["vectorized_over_sequential"]) for s in result["configs"])
     return 0 if ok else 1
@@ -65,13 +69,9 @@ def _profile_claims(a, log) -> int:
     papers = [p.strip() for p in a.papers.split(",") if p.strip()] if a.papers else None
     result = claims_profile.profile_cells(claims_cells(papers, a.profile_rounds or None), a.threads or 1, log)
     md = claims_profile.markdown(result)
+    _write(a.out, json.dumps(result, indent=1))
     if a.out:
-        os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
-        with open(a.out, "w") as f:
-            f.write(json.dumps(result, indent=1) + "\n")
-        with open(os.path.splitext(a.out)[0] + ".md", "w") as f:
-            f.write(md)
-        print(f"wrote {a.out} and {os.path.splitext(a.out)[0]}.md", file=sys.stderr)
+        _write(os.path.splitext(a.out)[0] + ".md", md)
     print(json.dumps(result, indent=1) if a.json else md)
     return 0
 
@@ -81,10 +81,7 @@ def _vs_pfl(a, log) -> int:
 
     result = compare.compare(repeats=a.repeats or 3, threads=a.threads or 1, log=log)
     text = json.dumps(result, indent=1)
-    if a.out:
-        os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+    _write(a.out, text)
     if "skipped" in result:
         print(f"fedrepro bench --vs-pfl: skipped: {result['skipped']}", file=sys.stderr)
         return 0
@@ -102,10 +99,7 @@ def _tf32_cell(a, log) -> int:
     if log:
         log(f"{label}: {exp.rounds} rounds with TF32 off, then on")
     result = tf32_cell.compare_tf32(exp, a.device, log)
-    if a.out:
-        os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
-        with open(a.out, "w") as f:
-            f.write(json.dumps(result, indent=1) + "\n")
+    _write(a.out, json.dumps(result, indent=1))
     print(json.dumps(result, indent=1) if a.json else tf32_cell.summary(result))
     return 0
 
@@ -118,11 +112,7 @@ def _compile(a, log) -> int:
                                              a.repeats, a.threads, a.seed, a.quick, log, graph=a.compile == "graph",
                                              tf32=a.tf32)
     text = json.dumps(result, indent=1)
-    if a.out:
-        os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
-        with open(a.out, "w") as f:
-            f.write(text)
-        print(f"wrote {a.out}", file=sys.stderr)
+    _write(a.out, text)
     print(text if a.json else compile_bench.markdown(result))
     return 0
 
@@ -143,11 +133,7 @@ def _counts(a, log) -> int:
                      if a.compile and e != "sequential")  # the sequential executor is never compiled
     result = perf.count_table(algs, executors, settings, compiled, log=log)
     text = json.dumps(result, indent=1) if a.json else perf.markdown(result, per_op=a.per_op)
-    if a.out:
-        os.makedirs(os.path.dirname(os.path.abspath(a.out)) or ".", exist_ok=True)
-        with open(a.out, "w") as f:
-            f.write(text)
-        print(f"wrote {a.out}", file=sys.stderr)
+    _write(a.out, text)
     print(text)
     return 0 if all(r["per_step"]["syncs"] == 0 for r in result["rows"]) else 1
 
