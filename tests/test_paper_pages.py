@@ -227,6 +227,27 @@ def test_verdicts_at_two_scales_are_reconciled_in_one_line():
     assert pages.reconcile(["INCONCLUSIVE"]) == "undecided"
 
 
+def test_a_claim_judged_under_two_readings_says_which_in_its_first_line():
+    """Issue 49: GradMA's claims are judged as the paper states the algorithms and as the authors' code runs them
+    (``<claim>.code``); the page's first lines say which reading each verdict is about, where the two sentences
+    would otherwise read the same (the code note follows the statement's first sentence)."""
+    from theory.empirical import paper
+
+    claims = paper("gradma").CLAIMS
+    ids = {c.id for c in claims}
+    assert {c.id + ".code" for c in claims if not c.id.endswith(".code")} <= ids
+    row = [("SUPPORTED", "paper", None, next(c.statement for c in claims if c.id == "gradma.table1.beats_baselines"))]
+    code_row = [("CONTRADICTED", "paper", None, next(c.statement for c in claims
+                                                     if c.id == "gradma.table1.beats_baselines.code"))]
+    plain = pages.claim_sentence("gradma.table1.beats_baselines", row, pages.reading("gradma.table1.beats_baselines", ids))
+    code = pages.claim_sentence("gradma.table1.beats_baselines.code", code_row,
+                                pages.reading("gradma.table1.beats_baselines.code", ids))
+    assert ", as the paper states it (`gradma.table1.beats_baselines`)" in plain and "**holds**" in plain
+    assert ", as the authors' code runs it (`gradma.table1.beats_baselines.code`)" in code
+    assert "**does not hold**" in code
+    assert pages.reading("fedswa.table3.swa_beats_fedavg", {"fedswa.table3.swa_beats_fedavg"}) is None  # judged once
+
+
 def test_the_paper_scale_says_it_substitutes_where_it_is_named():
     text = pages.page("gradma", RESULTS)
     assert "`paper` (paper's setting, substituted)" in text  # the verdict table's scale column

@@ -182,9 +182,22 @@ def reconcile(verdicts: list[str]) -> str:
     return "mixed: it holds at one scale and not at another"
 
 
-def claim_sentence(cid: str, rows: list[tuple]) -> str:
-    """One sentence: the claim, its verdicts at every scale reconciled into one answer, then each scale's verdict,
-    setting and distance from the paper's setting (a later scale: only where it differs from the first)."""
+#: a claim judged a second time on the authors' code's reading of the algorithms (GradMA's ``<claim>.code``, issue 49)
+CODE_SUFFIX = ".code"
+
+
+def reading(cid: str, ids) -> str | None:
+    """Which reading of the algorithm a verdict is about, where a paper's claims are judged under two: the one the
+    paper states, or the one its authors' code runs (the ``.code`` twin); None for a claim judged once."""
+    if cid.endswith(CODE_SUFFIX):
+        return "as the authors' code runs it"
+    return "as the paper states it" if cid + CODE_SUFFIX in ids else None
+
+
+def claim_sentence(cid: str, rows: list[tuple], how: str | None = None) -> str:
+    """One sentence: the claim (``how``: the reading it is judged under, where there are two), its verdicts at every
+    scale reconciled into one answer, then each scale's verdict, setting and distance from the paper's setting (a
+    later scale: only where it differs from the first)."""
     first = re.split(r"(?<=[.:])\s", rows[0][3])[0].rstrip(".:")
     at, base = [], None
     for verdict, scale, reductions, _ in rows:
@@ -197,7 +210,8 @@ def claim_sentence(cid: str, rows: list[tuple]) -> str:
             other = [x for x in parts if x not in base]
             where = "as above" + (" but " + ", ".join(other) if other else "")
         at.append(f"{VERDICT_WORDS.get(verdict, verdict.lower())} at {scale_words(scale)}: {where}")
-    return f"- *{first}* (`{cid}`): **{reconcile([r[0] for r in rows])}**; " + "; ".join(at) + "."
+    return (f"- *{first}*{f', {how}' if how else ''} (`{cid}`): **{reconcile([r[0] for r in rows])}**; "
+            + "; ".join(at) + ".")
 
 
 THEORY_WORDS = {"HOLDS": "hold", "VIOLATED": "violated", "INCONCLUSIVE": "inconclusive",
@@ -245,7 +259,7 @@ def opening(paper: str, claims_report: dict | None, theory_report: dict | None,
     md = ["## In short", ""]
     if not rows:
         md += ["- Empirical claims: no claims report for this paper yet."]
-    md += [claim_sentence(cid, r) for cid, r in rows.items()]
+    md += [claim_sentence(cid, r, reading(cid, rows)) for cid, r in rows.items()]
     md += [theory_sentence(paper, theory_report), ""]
     conf = confidence_sentence(paper, claims_report, replication)
     return md + ([conf, ""] if conf else []) + ["Details, deviations and how to reproduce below.", ""]
