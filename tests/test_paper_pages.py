@@ -248,6 +248,24 @@ def test_a_claim_judged_under_two_readings_says_which_in_its_first_line():
     assert pages.reading("fedswa.table3.swa_beats_fedavg", {"fedswa.table3.swa_beats_fedavg"}) is None  # judged once
 
 
+def test_a_page_states_each_claims_objection_from_its_report(tmp_path):
+    """Issue 43: a page states, per claim, the strongest objection an author could raise and what the protocol does
+    about it, with the deciding metric's reason, taken from the claims report that judged it (LFL's declared claims
+    in a report's shape); a report that declares none (0.3.0) gets no such section."""
+    from theory.empirical import paper
+
+    claims = [dict(id=c.id, metric=c.metric, verdict="INCONCLUSIVE", statement=c.statement, comparisons=[],
+                   paper_metric=c.paper_metric, metric_reason=c.metric_reason, objection=c.objection, scale="cpu")
+              for c in paper("lfl").CLAIMS]
+    assert all(c["objection"] for c in claims)
+    md = "\n".join(pages.objection_lines([{"scale": {"scale": "cpu"}, "claims": claims}]))
+    assert md.startswith("### Each test's metric, and the strongest objection to it")
+    for c in claims:
+        assert f"**{c['id']}** (`cpu` scale)." in md and c["objection"] in md
+    assert pages.objection_lines([{"scale": {"scale": "cpu"}, "claims": [dict(c, objection="", paper_metric="",
+                                                                              metric_reason="") for c in claims]}]) == []
+
+
 def test_the_paper_scale_says_it_substitutes_where_it_is_named():
     text = pages.page("gradma", RESULTS)
     assert "`paper` (paper's setting, substituted)" in text  # the verdict table's scale column

@@ -379,12 +379,30 @@ def empirical_section(paper: str, claims_report: dict | None, where: str,
                        f"claim's own `{comp['metric']}` beside it (mean paired difference, points): " + "; ".join(
                            f"{_pair(x, many)} " + ("-" if y.get("mean") is None else f"{100 * y['mean']:+.2f}")
                            for x, y in zip(c["comparisons"], comp["comparisons"])) + ".", ""]
+    md += objection_lines(blocks)
     for p in blocks:
         sc = p["scale"]
         md += [f"Scale **{sc.get('scale')}**, {scale_words(sc.get('scale')).rsplit(' (', 1)[0]}: kept from the paper: "
                + "; ".join(sc.get("kept", []))
                + ".", "", "Reductions (paper -> here): " + "; ".join(sc.get("reductions", [])) + ".", ""]
     return md + replication_section(paper, replication)
+
+
+def objection_lines(blocks: list[dict]) -> list[str]:
+    """Per claim, as its report declared it (0.4.0 on; a report before declares none and gets nothing): the deciding
+    metric and why it can show the claimed effect, the paper's own metric, the metrics beside it, and the strongest
+    objection an author could raise against the test with what the protocol does about it
+    (``report_protocol.declared_lines``), at the claim's first scale."""
+    from .empirical.report_protocol import declared_lines
+
+    md, seen = [], set()
+    for p in blocks:
+        for c in p["claims"]:
+            lines = [] if c["id"] in seen else declared_lines(c)
+            if lines:
+                seen.add(c["id"])
+                md += [f"**{c['id']}** (`{c.get('scale', p['scale'].get('scale'))}` scale).", ""] + lines
+    return (["### Each test's metric, and the strongest objection to it", ""] + md) if md else []
 
 
 def error_lines(paper: str, claims_report: dict, blocks: list[dict], replication: tuple | None) -> list[str]:
