@@ -37,9 +37,10 @@ def show_plan(a) -> int:
     """``--dry-run``: each paper's budget, scales, looks and cost plan at the measured costs; nothing runs."""
     from theory.empirical.family import shares_line
     from theory.empirical.run import plan_claims
+    from theory.empirical.progress import MEASURED_AT_LEAST, progress_lines
     from theory.empirical.scale import plan_lines
 
-    plan = plan_claims(a.paper, a.scale, _looks(a))
+    plan = plan_claims(a.paper, a.scale, _looks(a), root=args.results_root(a))
     if a.json:
         print(json.dumps(plan, indent=1, default=str))
         return 0
@@ -52,10 +53,18 @@ def show_plan(a) -> int:
             which = "those the first stage leaves INCONCLUSIVE among " if sc.get("inconclusive_only") else ""
             print(f"  scale {sc['scale']}: {seeds}looks {sc['looks']}, claims {which}{', '.join(sc['claims'])}")
             print("\n".join(f"    {line}" for line in plan_lines(sc["plan"])))
+            if sc["recorded"]["done"]:
+                print("\n".join(f"    {line}" for line in progress_lines(sc["recorded"])))
     total = sum(p["cpu_minutes"] for p in plan)
     print(f"planned: {total:.0f} CPU-min at the measured costs, about {total / 60 / 2:.1f} h on 2 cores with "
           f"--backend process --jobs 2 (budgets: {sum(p['budget']['cpu_minutes'] for p in plan):g} CPU-min); the "
           f"looks stop early where a claim is decided")
+    done = sum(sc["recorded"]["done_minutes"] for p in plan for sc in p["scales"])
+    if done:
+        left = sum(sc["recorded"]["left_minutes"] for p in plan for sc in p["scales"])
+        print(f"recorded so far under {args.results_root(a)}: {done:.0f} CPU-min; left at the worst: {left:.0f} CPU-min "
+              f"(about {left / 60 / 2:.1f} h on 2 cores), at this version's measured costs where an arm has "
+              f"{MEASURED_AT_LEAST} or more records, else the planned ones")
     if a.scale == "cpu" and not a.paper:
         whole = plan + plan_claims(None, "replication")
         print(f"the whole protocol (first stage + the replications declared for what it leaves INCONCLUSIVE): "
@@ -228,7 +237,8 @@ def add_parser(sub) -> None:
                         "committed results), a version (the committed one first), or none")
     p.add_argument("--dry-run", action="store_true",
                    help="print each paper's budget, scales, looks and planned CPU time (the measured cost per run "
-                        "times the tuning cells and the most paired seeds); run nothing")
+                        "times the tuning cells and the most paired seeds), and, where the results root has records, what each row "
+                        "has recorded and what is left at this version's measured costs; run nothing")
     p.add_argument("--no-run", action="store_true",
                    help="judge existing records only, run nothing: with --scale full the suite's records; on a CPU "
                         "scale, a paper whose next runs are not all recorded is listed as under way, not judged")

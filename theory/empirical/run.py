@@ -454,12 +454,15 @@ def _report_roots(results_root) -> list:
     return [Path(results_root)] + ([committed] if committed is not None and not same else [])
 
 
-def plan_claims(paper: str | None = None, scale: str = "cpu", looks: tuple | None = None) -> list[dict]:
+def plan_claims(paper: str | None = None, scale: str = "cpu", looks: tuple | None = None,
+                root=None) -> list[dict]:
     """The full report's plan without running anything: per paper, its budget, its error family
     (``family.Family.describe``) and, per CPU scale (or per replication, ``scale="replication"``), the claims it
     runs, its looks (``looks`` where they replace the declared ones, checked by ``design_looks``) and its cost plan
-    at the measured costs (``CpuScale.cost_plan``, up to the last look's seeds)."""
+    at the measured costs (``CpuScale.cost_plan``, up to the last look's seeds); with a results ``root``, also what
+    its folder has recorded so far and what is left (``progress.recorded``)."""
     from . import papers as paper_modules
+    from .progress import recorded
 
     looks = design_looks(scale, looks)
     out = []
@@ -467,12 +470,16 @@ def plan_claims(paper: str | None = None, scale: str = "cpu", looks: tuple | Non
         scs = paper_scales(m, "replication" if scale == "replication" else "cpu")
         if not scs:
             continue
-        scales = [{"scale": sc.name, "claims": [c.id for c in claims_at(sc, m.CLAIMS)],
-                   "inconclusive_only": sc.inconclusive_only,
-                   "looks": list(looks or sc.looks or scale_looks(m.BUDGET.looks, sc.max_seeds)),
-                   "plan": sc.cost_plan(arms_of(claims_at(sc, m.CLAIMS)), max_seeds=looks[-1] if looks else None,
-                                        strict=not is_own(m.PAPER)),
-                   "seeds": [sc.seed_start, sc.seed_start + (looks[-1] if looks else sc.max_seeds) - 1]} for sc in scs]
+        scales = []
+        for sc in scs:
+            plan = sc.cost_plan(arms_of(claims_at(sc, m.CLAIMS)), max_seeds=looks[-1] if looks else None,
+                                strict=not is_own(m.PAPER))
+            scales.append({"scale": sc.name, "claims": [c.id for c in claims_at(sc, m.CLAIMS)],
+                           "inconclusive_only": sc.inconclusive_only,
+                           "looks": list(looks or sc.looks or scale_looks(m.BUDGET.looks, sc.max_seeds)), "plan": plan,
+                           "seeds": [sc.seed_start, sc.seed_start + (looks[-1] if looks else sc.max_seeds) - 1],
+                           **({} if root is None else
+                              {"recorded": recorded(runs_folder(root, None, sc.name), sc, m.ARMS, plan)})})
         budget = ({"looks": list(scs[0].looks), "cpu_minutes": sum(sc.cpu_minutes for sc in scs),
                    "reason": "the replications' own budgets"} if scale == "replication" else
                   {"looks": list(m.BUDGET.looks), "cpu_minutes": m.BUDGET.cpu_minutes, "reason": m.BUDGET.reason})

@@ -1,0 +1,77 @@
+"""How far a claims run has come (``fedrepro claims --dry-run`` with records under the results root): per planned
+(setting, arm) of a scale's cost plan (``CpuScale.cost_plan``), the runs recorded so far in the scale's folder
+(``run.runs_folder``) and the CPU minutes they took, and what is left at the worst (every planned run not yet
+recorded) at this version's own measured minutes per run where an arm has at least ``MEASURED_AT_LEAST`` records,
+else at the plan's declared cost: the cost model re-fitted from the runs as they come in (issue 45).
+
+A record belongs to a row when it trains the row's arm in the row's setting: the same algorithm, data, model,
+partition, clients, rounds, local work and optimizer, and the same algorithm arguments except the arm's tuned
+keys (a tuning point, a final seed at the chosen value); the learning rate counts too where the setting fixes it,
+and the seed is one of the row's: a tuning seed (tuned rows) or one of the planned final seeds.
+A fixed setting's final run at the value another row's tuning chose is one cell, run once: it counts for the fixed
+row only, so a tuned row's count may fall short (what is left is then overstated, never understated); the recorded
+CPU is summed over distinct records.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmark.runs.store import read_records
+
+MEASURED_AT_LEAST = 3
+KEYS = ("algorithm", "dataset", "model", "model_args", "partition", "num_clients", "clients_per_round", "rounds",
+        "local_steps", "local_epochs", "batch_size", "optimizer", "momentum", "weight_decay", "lr_decay")
+
+
+def row_key(config: dict, tuned: set) -> str:
+    """What makes a run one of a row's cells: ``KEYS`` and the algorithm arguments (and the learning rate) not tuned."""
+    args = {k: v for k, v in (config.get("algorithm_args") or {}).items() if k not in tuned}
+    fixed_lr = None if "lr" in tuned else config.get("lr")
+    return json.dumps([config.get(k) for k in KEYS] + [args, fixed_lr], sort_keys=True, default=str)
+
+
+def recorded(folder: Path, sc, arms: dict, plan: dict) -> dict:
+    """``plan`` (``sc.cost_plan``) with, per row, ``done`` (records, at most the planned runs), ``done_minutes``,
+    ``minutes_measured`` (this version's mean per run, None under ``MEASURED_AT_LEAST``) and ``left_minutes``; and
+    totals. ``arms``: {name: Arm} of the paper."""
+    records = read_records(folder) if Path(folder).is_dir() else []
+    finals = set(range(sc.seed_start, sc.seed_start + plan["max_seeds"]))
+    rows, used, taken = {}, {}, set()
+    # the fixed settings' rows first: their final runs are theirs; a tuned row's final seeds matching one of them (its
+    # tuning chose the fixed value: one cell) are left to the fixed row, so a tuned row may count short, never double
+    for i, row in sorted(enumerate(plan["rows"]), key=lambda x: x[1]["setting"] not in sc.fixed):
+        fixed = row["setting"] in sc.fixed
+        tuned = set() if fixed else set(sc.grids.get(row["arm"], {}))
+        seeds = finals if fixed else finals | set(sc.tune_seeds)
+        key = row_key(sc.base(row["setting"], arms[row["arm"]]).config(), tuned)
+        mine = [r for r in records if r["config"].get("seed") in seeds and row_key(r["config"], tuned) == key
+                and r["config_hash"] not in taken]
+        if fixed:
+            taken |= {r["config_hash"] for r in mine}
+        secs = [float((r.get("final") or {}).get("cpu_time") or 0.0) for r in mine]
+        for r, s in zip(mine, secs):
+            used[r["config_hash"]] = s
+        measured = sum(secs) / 60 / len(secs) if len(secs) >= MEASURED_AT_LEAST else None
+        per_run = measured if measured is not None else row["minutes_per_run"]
+        left = max(0, row["runs"] - len(mine))
+        rows[i] = {**row, "done": min(len(mine), row["runs"]), "done_minutes": sum(secs) / 60,
+                   "minutes_measured": measured, "left_minutes": None if per_run is None else left * per_run}
+    rows = [rows[i] for i in range(len(plan["rows"]))]
+    return {"folder": str(folder), "rows": rows, "done": sum(r["done"] for r in rows), "runs": plan["runs"],
+            "done_minutes": sum(used.values()) / 60,
+            "left_minutes": sum(r["left_minutes"] or 0.0 for r in rows)}
+
+
+def progress_lines(p: dict) -> list[str]:
+    """The recorded runs and what is left, one line per row that has records, then the scale's total."""
+    out = []
+    for r in p["rows"]:
+        if r["done"]:
+            m = r["minutes_measured"]
+            out.append(f"{r['setting']} / {r['arm']}: {r['done']} of {r['runs']} runs recorded "
+                       f"({r['done_minutes']:.0f} CPU-min" + ("" if m is None else f", {m:.2f} per run against "
+                       f"{r['minutes_per_run']:.2f} planned") + f"), {r['left_minutes']:.0f} CPU-min left at the worst")
+    out.append(f"recorded: {p['done']} of {p['runs']} planned runs, {p['done_minutes']:.0f} CPU-min as recorded "
+               f"({p['folder']}); left at the worst: {p['left_minutes']:.0f} CPU-min")
+    return out
