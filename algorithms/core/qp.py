@@ -486,8 +486,5 @@ def project_rows(p: torch.Tensor, U: torch.Tensor, scale: torch.Tensor, H: torch
     if sol is None:
         return _no_solution(p, L, k, False)
     z, zh, failed, worst = sol
-    coef = (z.to(U.device) * scale).cpu()  # p~ = p + sum_j coef_j U_j
-    for i, (a, b) in enumerate(segs):
-        for j in coef[i].nonzero().flatten().tolist():
-            p64[a:b] += coef[i, j].item() * U[j, a:b]  # the product, then the sum (no fused rounding)
-    return p64.to(p.dtype), {"z": z, "residual": worst, "failed": failed, "active": int((zh > 0).sum())}
+    out = _recover_active(p, U, (z.to(U.device) * scale).cpu(), segments)  # p~ = p + sum_j (z_j scale_j) U_j
+    return out, {"z": z, "residual": worst, "failed": failed, "active": int((zh > 0).sum())}
