@@ -314,7 +314,7 @@ def make_configs(preset: str = "fmnist_cnn", models: tuple[str, ...] | None = No
 
 def evaluate_targets(device_type: str, summaries: list[dict]) -> list[dict]:
     """Each target of ``TARGETS`` on this device type against the measurements that carry its metric; a batched
-    measurement without a known peak (``peak_fp32`` None) gives a target not evaluated (``met`` None)."""
+    measurement without a known peak (``peak_flops_per_s`` None) gives a target not evaluated (``met`` None)."""
     out = []
     for dev, preset, model, metric, minimum in TARGETS:
         for s in summaries:
