@@ -19,7 +19,7 @@ from algorithms.core import optim, plugins
 
 from benchmark.datasets.federated_dataset import FederatedDataset
 from benchmark.datasets.partition import parse_spec
-from benchmark.sim import EXECUTORS
+from benchmark.sim import EXECUTORS, GRAPH, is_compile_mode
 
 # fields whose value is a dict of options (merged key by key by suites and the CLI)
 DICT_FIELDS = ("algorithm_args", "dataset_args", "model_args")
@@ -130,8 +130,8 @@ class Experiment:
         need(self.divergence_factor is None or (isinstance(self.divergence_factor, (int, float))
                                                 and 1 < self.divergence_factor < float("inf")),
              f"divergence_factor must be a number > 1 (or None to flag only NaN/inf), got {self.divergence_factor!r}")
-        need(self.compile is False or self.compile is True or self.compile == "graph",
-             f"compile must be False, True or 'graph' (compiled whole, replayed as a CUDA graph), got {self.compile!r}")
+        need(is_compile_mode(self.compile),
+             f"compile must be False, True or {GRAPH!r} (compiled whole, replayed as a CUDA graph), got {self.compile!r}")
         need(self.executor in ("auto",) + EXECUTORS,
              f"executor must be auto, sequential or vectorized, got {self.executor!r}")
         need(self.device in ("auto", "cpu", "cuda") or str(self.device).startswith("cuda:"),

@@ -7,3 +7,12 @@ numerics policy (``numerics``)."""
 #: the executors (``executors.get`` builds them), named here so that the spec (``benchmark.runs.experiment``)
 #: checks an executor's name without importing the executors
 EXECUTORS = ("sequential", "vectorized")
+
+#: ``Experiment.compile``'s value for the step compiled whole and replayed as a CUDA graph (``compiling``)
+GRAPH = "graph"
+
+
+def is_compile_mode(value) -> bool:
+    """Whether ``value`` is one of ``Experiment.compile``'s: False (off), True (``torch.compile``'s default mode) or
+    ``GRAPH`` (identity for the booleans: 0 and 1 are not modes)."""
+    return value is False or value is True or value == GRAPH

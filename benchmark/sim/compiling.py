@@ -7,20 +7,17 @@ import torch
 
 from algorithms.core import tree_map
 
+from benchmark.sim.vmap_contract import torch_says
+
 
 class GraphCaptureError(ValueError):
     """``compile="graph"`` on a local update that ``torch.compile`` cannot trace whole (a graph break)."""
 
     def __init__(self, name: str, cause: BaseException):
-        first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
         super().__init__(f"algorithm {name!r}: compile='graph' needs its vmapped local update traced as one graph "
                          f"(no graph break, where a host sync or a Python branch on a value would sit), and torch "
-                         f"found a break (torch says: {first}). Use --compile (graph breaks allowed) or leave "
+                         f"found a break (torch says: {torch_says(cause)}). Use --compile (graph breaks allowed) or leave "
                          "compiling off")
-
-
-#: ``compile`` value of the graph-replayed step (``VectorizedExecutor``)
-GRAPH = "graph"
 
 
 def compile_local(local, graph: bool):

@@ -33,9 +33,9 @@ from torch.func import grad_and_value, vmap
 
 from algorithms.core import Algorithm, CounterRng, Message, splitmix64, stack_trees, tree_map, unstack_tree
 
-from benchmark.sim import EXECUTORS
+from benchmark.sim import EXECUTORS, GRAPH, is_compile_mode
 from benchmark.sim import vmap_layers
-from benchmark.sim.compiling import GRAPH, GraphCaptureError, compile_local
+from benchmark.sim.compiling import GraphCaptureError, compile_local
 from benchmark.sim.functional import Batch, FunctionalModel
 from benchmark.sim.phases import phase
 from benchmark.sim.vmap_contract import VmapContractError, is_vmap_refusal
@@ -477,7 +477,7 @@ class VectorizedExecutor:
     name = "vectorized"
 
     def __init__(self, compile: bool | str = False):
-        if not (compile is False or compile is True or compile == GRAPH):
+        if not is_compile_mode(compile):
             raise ValueError(f"compile must be False, True or {GRAPH!r}, got {compile!r}")
         self.compile = compile
         self.compile_seconds = 0.0

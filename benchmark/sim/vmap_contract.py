@@ -3,6 +3,12 @@ algorithm") from an error of the computation itself, and saying it in words (``V
 from __future__ import annotations
 
 
+def torch_says(cause: BaseException) -> str:
+    """The first line of torch's message (or the exception's type when it has none), for an error said in words."""
+    text = str(cause).strip()
+    return text.splitlines()[0] if text else type(cause).__name__
+
+
 VMAP_REFUSALS = ("vmap:", "data-dependent control flow", "Batching rule not implemented")
 
 
@@ -17,10 +23,9 @@ class VmapContractError(ValueError):
     of the README's "Add your own algorithm"): an input to fix, said in words, not a traceback."""
 
     def __init__(self, name: str, cause: BaseException):
-        first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
         super().__init__(
             f"algorithm {name!r}: its local_update cannot run under torch.func.vmap, which the vectorized executor "
-            f"uses to run all sampled clients at once (torch says: {first}). The Algorithm contract (README, 'Add "
+            f"uses to run all sampled clients at once (torch says: {torch_says(cause)}). The Algorithm contract (README, 'Add "
             "your own algorithm', item 6; algorithms/core/base.py): no .item() or float() of a tensor, no Python "
             "`if` on a tensor's value (use torch.where), no global random generator (use ctx.rng). Meanwhile "
             "`--executor sequential` runs it one client at a time; `pytest --fedrepro-plugin FILE` checks the whole "
