@@ -115,29 +115,30 @@ def measure_compile(cfg, device, repeats: int = 5, log=None, graph: bool = False
         rounds[m]()
     med = {m: statistics.median(v) for m, v in seconds.items()}
     best = {m: min(v) for m, v in seconds.items()}
-    saved = med["vectorized"] - med["compiled"]
-    extra = {} if not graph else {
-        "graph_first_call_seconds": graph_first, "graph_compile_seconds": rounds[GRAPH_METHOD].executor.compile_seconds,
-        "graph_over_vectorized": med["vectorized"] / med[GRAPH_METHOD],
-        "graph_over_vectorized_min": best["vectorized"] / best[GRAPH_METHOD],
-        "graph_over_compiled": med["compiled"] / med[GRAPH_METHOD],
-        "graph_over_sequential": med["sequential"] / med[GRAPH_METHOD],
-        "graph_break_even_rounds": (rounds[GRAPH_METHOD].executor.compile_seconds / (med["vectorized"] - med[GRAPH_METHOD])
-                                    if med[GRAPH_METHOD] < med["vectorized"] else None),
-        "graph_max_abs_diff_vs_vectorized": _max_diff(rounds[GRAPH_METHOD].runs[0].server,
-                                                      rounds["vectorized"].runs[0].server)}
+
+    def against(m: str, compile_seconds: float) -> dict:  # a compiled method against the uncompiled round
+        saved = med["vectorized"] - med[m]
+        return {"over_vectorized": med["vectorized"] / med[m], "over_vectorized_min": best["vectorized"] / best[m],
+                "over_sequential": med["sequential"] / med[m],
+                # rounds after which the compile time is paid back (None: never, not faster)
+                "break_even_rounds": compile_seconds / saved if saved > 0 else None,
+                "max_abs_diff_vs_vectorized": _max_diff(rounds[m].runs[0].server, rounds["vectorized"].runs[0].server)}
+
+    c = against("compiled", compile_s)
+    extra = {}
+    if graph:
+        g_s = rounds[GRAPH_METHOD].executor.compile_seconds
+        extra = {"graph_first_call_seconds": graph_first, "graph_compile_seconds": g_s,
+                 "graph_over_compiled": med["compiled"] / med[GRAPH_METHOD],
+                 **{f"graph_{k}": v for k, v in against(GRAPH_METHOD, g_s).items()}}
     return {**extra, "model": cfg.model, "clients": cfg.clients, "batch_size": cfg.batch_size, "local_steps": cfg.local_steps,
             "seconds": seconds, "median_seconds": med, "min_seconds": best,
             "first_compiled_call_seconds": first, "compile_seconds": compile_s,
             # speed ratios (> 1: compiled faster)
-            "compiled_over_vectorized": med["vectorized"] / med["compiled"],
-            "compiled_over_vectorized_min": best["vectorized"] / best["compiled"],
-            "compiled_over_sequential": med["sequential"] / med["compiled"],
+            "compiled_over_vectorized": c["over_vectorized"], "compiled_over_vectorized_min": c["over_vectorized_min"],
+            "compiled_over_sequential": c["over_sequential"],
             "vectorized_over_sequential": med["sequential"] / med["vectorized"],
-            # rounds after which the compile time is paid back (None: never, compiled is not faster)
-            "break_even_rounds": compile_s / saved if saved > 0 else None,
-            "max_abs_diff_vs_vectorized": _max_diff(rounds["compiled"].runs[0].server,
-                                                    rounds["vectorized"].runs[0].server)}
+            "break_even_rounds": c["break_even_rounds"], "max_abs_diff_vs_vectorized": c["max_abs_diff_vs_vectorized"]}
 
 
 def markdown(result: dict) -> str:
