@@ -313,35 +313,35 @@ def make_configs(preset: str = "fmnist_cnn", models: tuple[str, ...] | None = No
 
 
 def evaluate_targets(device_type: str, summaries: list[dict]) -> list[dict]:
-    """Each target of ``TARGETS`` on this device type against the measurements that carry its metric; a batched
-    measurement without a known peak (``peak_flops_per_s`` None) gives a target not evaluated (``met`` None)."""
+    """Each target of ``TARGETS`` on this device type against the measurements that carry its metric; a metric
+    carried as None (with its reason under ``why_<metric>``) gives a target not evaluated (``met`` None)."""
     out = []
     for dev, preset, model, metric, minimum in TARGETS:
         for s in summaries:
-            if dev != device_type or s["preset"] != preset or s["model"] != model:
-                continue
-            row = {"device": dev, "preset": preset, "model": model, "metric": metric, "minimum": minimum}
-            if metric in s:
-                out.append({**row, "value": s[metric], "met": s[metric] >= minimum})
-            elif metric == "batched_fraction_of_fp32_peak" and "flops_per_s" in s:
-                out.append({**row, "value": None, "met": None, "why": "the device's FP32 peak is not listed "
-                            "(benchmark/perf/devices.py)"})
+            if dev == device_type and s["preset"] == preset and s["model"] == model and metric in s:
+                row = {"device": dev, "preset": preset, "model": model, "metric": metric, "minimum": minimum,
+                       "value": s[metric]}
+                out.append({**row, "met": None, "why": s.get(f"why_{metric}", "not measured")} if s[metric] is None
+                           else {**row, "met": s[metric] >= minimum})
     return out
 
 
 def add_peak_fraction(runs: list[dict], summaries: list[dict], device_name: str) -> None:
     """The batched runs' FLOP/s from the counted FLOPs per sample-gradient (``flops_per_sample``: forward and
-    backward), and its fraction of the device's dense FP32 peak (with TF32 on as well: the target is stated
-    against FP32, and a TF32 run says so in its numerics)."""
+    backward), and on a GPU its fraction of the device's dense FP32 peak (with TF32 on as well: the target is stated
+    against FP32, and a TF32 run says so in its numerics), None with the reason where the peak is not listed."""
     flops = {s["model"]: s.get("flops_per_sample", 0.0) for s in summaries}
-    peak = devices.peak_flops(device_name)
+    peak = devices.peak_flops(device_name) if device_name else None
     for r in runs:
         f = flops.get(r["model"]) or 0.0
         if f:
             r["flops_per_s"] = r["batched_sample_gradients_per_s"] * f
             r["peak_flops_per_s"] = peak
-            if peak:
-                r["batched_fraction_of_fp32_peak"] = r["flops_per_s"] / peak
+            if device_name:
+                r["batched_fraction_of_fp32_peak"] = r["flops_per_s"] / peak if peak else None
+                if not peak:
+                    r["why_batched_fraction_of_fp32_peak"] = (f"the FP32 peak of {device_name!r} is not listed "
+                                                              "(benchmark/perf/devices.py)")
 
 
 def run_bench(preset: str = "fmnist_cnn", models: tuple[str, ...] | None = None, device: str | None = None,

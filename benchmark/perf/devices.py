@@ -35,7 +35,7 @@ def gpu_key(device_name: str) -> str | None:
     return None
 
 
-def peak_flops(device_name: str, tf32: bool = False) -> float | None:
-    """The device's dense FP32 (or, with ``tf32``, TF32 tensor-core) FLOP/s, None where it is not listed."""
+def peak_flops(device_name: str) -> float | None:
+    """The device's dense FP32 FLOP/s, None where it is not listed."""
     key = gpu_key(device_name)
-    return None if key is None else GPUS[key]["tf32" if tf32 else "fp32"]
+    return None if key is None else GPUS[key]["fp32"]
