@@ -31,11 +31,25 @@ def row_key(config: dict, tuned: set) -> str:
     return json.dumps([config.get(k) for k in KEYS] + [args, fixed_lr], sort_keys=True, default=str)
 
 
-def recorded(folder: Path, sc, arms: dict, plan: dict) -> dict:
+def recorded(folder: Path, sc, arms: dict, plan: dict, read: dict | None = None) -> dict:
     """``plan`` (``sc.cost_plan``) with, per row, ``done`` (records, at most the planned runs), ``done_minutes``,
     ``minutes_measured`` (this version's mean per run, None under ``MEASURED_AT_LEAST``) and ``left_minutes``; and
-    totals. ``arms``: {name: Arm} of the paper."""
-    records = read_records(folder) if Path(folder).is_dir() else []
+    totals. ``arms``: {name: Arm} of the paper; ``read``: {folder: its records}, kept by a caller that asks for
+    several scales, so that a folder several papers' scales share is read once."""
+    read = {} if read is None else read
+    if folder not in read:
+        read[folder] = read_records(folder) if Path(folder).is_dir() else []
+    records = read[folder]
+    by_key: dict[frozenset, dict] = {}  # the records by row_key, once per set of tuned keys
+
+    def keyed(tuned: set, key: str) -> list[dict]:
+        if frozenset(tuned) not in by_key:
+            index: dict[str, list] = {}
+            for r in records:
+                index.setdefault(row_key(r["config"], tuned), []).append(r)
+            by_key[frozenset(tuned)] = index
+        return by_key[frozenset(tuned)].get(key, [])
+
     finals = set(range(sc.seed_start, sc.seed_start + plan["max_seeds"]))
     rows, used, taken = {}, {}, set()
     # the fixed settings' rows first: their final runs are theirs; a tuned row's final seeds matching one of them (its
@@ -45,8 +59,7 @@ def recorded(folder: Path, sc, arms: dict, plan: dict) -> dict:
         tuned = set() if fixed else set(sc.grids.get(row["arm"], {}))
         seeds = finals if fixed else finals | set(sc.tune_seeds)
         key = row_key(sc.base(row["setting"], arms[row["arm"]]).config(), tuned)
-        mine = [r for r in records if r["config"].get("seed") in seeds and row_key(r["config"], tuned) == key
-                and r["config_hash"] not in taken]
+        mine = [r for r in keyed(tuned, key) if r["config"].get("seed") in seeds and r["config_hash"] not in taken]
         if fixed:
             taken |= {r["config_hash"] for r in mine}
         secs = [float((r.get("final") or {}).get("cpu_time") or 0.0) for r in mine]

@@ -463,9 +463,8 @@ def plan_claims(paper: str | None = None, scale: str = "cpu", looks: tuple | Non
     its folder has recorded so far and what is left (``progress.recorded``)."""
     from . import papers as paper_modules
     from .progress import recorded
-
     looks = design_looks(scale, looks)
-    out = []
+    out, read = [], {}  # read: each folder's records, once (several papers' scales share one)
     for m in paper_modules(paper):
         scs = paper_scales(m, "replication" if scale == "replication" else "cpu")
         if not scs:
@@ -478,8 +477,8 @@ def plan_claims(paper: str | None = None, scale: str = "cpu", looks: tuple | Non
                            "inconclusive_only": sc.inconclusive_only,
                            "looks": list(looks or sc.looks or scale_looks(m.BUDGET.looks, sc.max_seeds)), "plan": plan,
                            "seeds": [sc.seed_start, sc.seed_start + (looks[-1] if looks else sc.max_seeds) - 1],
-                           **({} if root is None else
-                              {"recorded": recorded(runs_folder(root, None, sc.name), sc, m.ARMS, plan)})})
+                           **({} if root is None else {"recorded": recorded(runs_folder(root, None, sc.name), sc,
+                                                                             m.ARMS, plan, read)})})
         budget = ({"looks": list(scs[0].looks), "cpu_minutes": sum(sc.cpu_minutes for sc in scs),
                    "reason": "the replications' own budgets"} if scale == "replication" else
                   {"looks": list(m.BUDGET.looks), "cpu_minutes": m.BUDGET.cpu_minutes, "reason": m.BUDGET.reason})
