@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .images import _cached_uint8, _image_dataset, _missing, _wrap_torchvision_error
+from .images import _missing, _wrap_torchvision_error, image_dataset
 from .registry import _IMAGE_OPTIONS, _register
 
 CIFAR10_FILES = ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch",
@@ -37,8 +37,7 @@ def _load_cifar(name: str, cls, files, num_classes: int, root, download, cache, 
                 "x_test": conv(te.data), "y_test": torch.as_tensor(te.targets, dtype=torch.long),
                 "classes": list(tr.classes)}
 
-    blob = _cached_uint8(root, name, [folder / f for f in files], build, cache)
-    return _image_dataset(name, blob, normalize, num_classes, str(folder))
+    return image_dataset(root, name, [folder / f for f in files], build, cache, normalize, num_classes, str(folder))
 
 
 @_register("cifar10", "CIFAR-10: 50k/10k 32x32 color images, 10 classes (torchvision CIFAR10); "

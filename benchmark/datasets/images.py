@@ -45,6 +45,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from . import memo
 from .federated_dataset import FederatedDataset
 
 log = logging.getLogger(__name__)
@@ -207,6 +208,24 @@ def _to_float(x: torch.Tensor, stats) -> torch.Tensor:
             torch.tensor(stats[1], dtype=torch.float32)
         out.sub_(mean.view(1, c, 1, 1)).div_(std.view(1, c, 1, 1))
     return out
+
+
+def image_dataset(root: Path, name: str, sources, build: Callable[[], dict], cache: bool, normalize,
+                  num_classes: int, source: str) -> FederatedDataset:
+    """The float32 dataset from the uint8 conversion cache (or ``build()``), normalized; remembered for the rest
+    of the process (``benchmark.datasets.memo``) under the cache's fingerprint of the sources and the
+    normalization, while the cache file is the one it was built with."""
+    path = _cache_path(root, name, sources)
+
+    def stamp():
+        try:
+            st = path.stat()
+            return st.st_size, st.st_mtime_ns, st.st_ino
+        except OSError:
+            return None
+    return memo.loaded((str(path), repr(normalize), bool(cache), num_classes, source),
+                       lambda: _image_dataset(name, _cached_uint8(root, name, sources, build, cache), normalize,
+                                              num_classes, source), stamp if cache else (lambda: None))
 
 
 def _image_dataset(name: str, blob: dict, normalize, num_classes: int, source: str) -> FederatedDataset:

@@ -17,7 +17,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from .images import (_cached_uint8, _image_dataset, _missing, _wrap_torchvision_error, CACHE_DIRNAME,
+from .images import (image_dataset, _missing, _wrap_torchvision_error, CACHE_DIRNAME,
                      DataFileError)
 from .registry import _IMAGE_OPTIONS, _register
 
@@ -179,8 +179,7 @@ def _load_idx(name: str, cls, root: Path, download: bool, cache: bool, normalize
                 raise
             raise _wrap_torchvision_error(name, d, e) from e
 
-    blob = _cached_uint8(root, name, sorted(files.values()), build, cache)
-    return _image_dataset(name, blob, normalize, 10, str(d))
+    return image_dataset(root, name, sorted(files.values()), build, cache, normalize, 10, str(d))
 
 
 @_register("mnist", "MNIST: 60k/10k 28x28 grayscale handwritten digits, 10 classes (torchvision MNIST); "

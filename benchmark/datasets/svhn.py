@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .images import _cached_uint8, _image_dataset, _missing, _wrap_torchvision_error
+from .images import _missing, _wrap_torchvision_error, image_dataset
 from .registry import _IMAGE_OPTIONS, _register
 
 SVHN_FILES = ("train_32x32.mat", "test_32x32.mat")
@@ -41,5 +41,4 @@ def _svhn(root, download, seed, normalize, cache):
                 "x_test": conv(te.data), "y_test": torch.as_tensor(te.labels, dtype=torch.long),
                 "classes": [str(i) for i in range(10)]}
 
-    blob = _cached_uint8(root, "svhn", [folder / f for f in SVHN_FILES], build, cache)
-    return _image_dataset("svhn", blob, normalize, 10, str(folder))
+    return image_dataset(root, "svhn", [folder / f for f in SVHN_FILES], build, cache, normalize, 10, str(folder))

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from .images import DataFileError, _cached_uint8, _image_dataset, _missing
+from .images import DataFileError, _missing, image_dataset
 from .registry import _IMAGE_OPTIONS, _register
 
 TINYIMAGENET_URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
@@ -89,5 +89,4 @@ def _tinyimagenet(root, download, seed, normalize, cache):
         return {"x_train": x_train, "y_train": y_train, "x_test": _load_images(val_paths, train.loader),
                 "y_test": torch.tensor(val_labels, dtype=torch.long), "classes": list(train.classes)}
 
-    blob = _cached_uint8(root, "tinyimagenet", sources, build, cache)
-    return _image_dataset("tinyimagenet", blob, normalize, 200, str(base))
+    return image_dataset(root, "tinyimagenet", sources, build, cache, normalize, 200, str(base))
