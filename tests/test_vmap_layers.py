@@ -56,6 +56,28 @@ def test_max_pool_equals_max_pool2d_bit_for_bit():
     assert torch.equal(vmap(lambda t: vmap_layers.max_pool2d(t, [2, 2]))(x), vmap(lambda t: F.max_pool2d(t, 2))(x))
 
 
+@pytest.mark.parametrize("chunk", [1 << 22, 100])
+def test_pool_outside_vmap_is_plain_and_its_gradient_is_max_pool2d_s(monkeypatch, chunk):
+    """Outside vmap (the sequential executor) the pooling is ordinary differentiable ops on channels-last chunks:
+    value and gradient equal F.max_pool2d's bit for bit, ties included (ReLU zeros, a window of equal values), under
+    torch.func.grad and plain autograd; no autograd Function runs (that is what it saves)."""
+    monkeypatch.setattr(vmap_layers, "POOL_CHUNK", chunk)
+    x, g = torch.relu(_x(N, 4, 8, 8)), _x(N, 4, 4, 4, seed=1)
+    x[0, 0, :2, :2] = 0.5
+
+    def loss(pool):
+        return lambda t: (pool(t) * g).sum()
+    ours, theirs = loss(lambda t: vmap_layers.max_pool2d(t, [2, 2])), loss(lambda t: F.max_pool2d(t, 2))
+    assert torch.equal(grad(ours)(x), grad(theirs)(x))
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ours(a).backward()
+    theirs(b).backward()
+    assert torch.equal(a.grad, b.grad)
+    assert vmap_layers.max_pool2d(a, [2, 2]).grad_fn.name() != "_MaxPoolBackward"
+    monkeypatch.setattr(vmap_layers._MaxPool, "forward", None)  # a Function call would now fail
+    vmap_layers.max_pool2d(x, [2, 2])
+
+
 @pytest.mark.parametrize("chunk", [1 << 22, 100])  # one channels-last chunk; chunks of 1 sample (100 < 4*8*8)
 def test_channels_last_pool_keeps_values_indices_and_layout(monkeypatch, chunk):
     """Issue 45: the pooling kernel runs on channels-last chunks; values, indices and the NCHW layout of the output
@@ -154,12 +176,16 @@ def test_a_wrong_gradient_is_caught():
     assert not torch.allclose(bad, ref, rtol=1e-3, atol=1e-4)
 
 
-def test_second_derivative_raises():
-    x = _x(N, 3, 4, 4).requires_grad_()
-    y = vmap_layers.batch_norm(x, None, None, 1e-5)
-    (g,) = torch.autograd.grad((y * y).sum(), x, create_graph=True)
+def test_second_derivative_raises_under_vmap_and_is_plain_outside():
+    def inner(t):
+        return grad(lambda u: (vmap_layers.batch_norm(u, None, None, 1e-5) ** 2).sum())(t).sum()
+    xs = _x(2, N, 3, 4, 4)
     with pytest.raises(NotImplementedError, match="second derivatives"):
-        g.sum().backward()
+        vmap(grad(inner))(xs)
+    # outside vmap the layers are the plain ops (no autograd Function): second derivatives are torch's own
+    x = _x(N, 3, 4, 4)
+    assert torch.equal(grad(inner)(x), grad(lambda t: grad(lambda u: (F.batch_norm(u, None, None, None, None, True,
+                                                                                      0.0, 1e-5) ** 2).sum())(t).sum())(x))
 
 
 def _cnn():

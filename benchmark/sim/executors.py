@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
-from torch.func import grad_and_value, vmap
+from torch.func import vmap
 
 from algorithms.core import Algorithm, CounterRng, Message, splitmix64, stack_trees, tree_map, unstack_tree
 
@@ -37,6 +37,7 @@ from benchmark.sim import EXECUTORS, GRAPH, is_compile_mode
 from benchmark.sim import vmap_layers
 from benchmark.sim.compiling import GraphCaptureError, compile_local
 from benchmark.sim.functional import Batch, FunctionalModel
+from benchmark.sim.gradients import grad_and_value
 from benchmark.sim.phases import phase
 from benchmark.sim.vmap_contract import VmapContractError, is_vmap_refusal
 
@@ -264,7 +265,7 @@ class ClientContext:
             fns.append(ModelFn(fm, batch.w, self.rng, self.setup.weighted, self.buffers))
             return f(a, fns[0], batch), fns[0].stats
 
-        g, (loss, stats) = grad_and_value(wrapped, has_aux=True)(args)
+        g, (loss, stats) = grad_and_value(wrapped, args)
         forwards = fns[0].forwards
         if self._step_grads is not None:
             self._step_grads.append(g)

@@ -168,8 +168,31 @@ class _MaxPool(Function):
         return (_unfold(out, n, 1), _unfold(indices, n, 1)), (1, 1)
 
 
+def under_vmap() -> bool:
+    """Whether a ``torch.func.vmap`` is active around the caller (at any level: the vectorized executor's
+    ``vmap(grad(...))`` puts a gradient level on top of it)."""
+    stack = torch._C._functorch.get_interpreter_stack()
+    return bool(stack) and any(i.key() == torch._C._functorch.TransformType.Vmap for i in stack)
+
+
+def _pool_plain(x: torch.Tensor, kernel) -> torch.Tensor:
+    """``_pool_forward``'s values as ordinary differentiable ops: autograd runs the same backward kernel on the
+    same indices (stride = kernel: each input element receives at most one gradient, so the layout cannot change a
+    sum), without an autograd ``Function`` (under ``torch.func`` it costs about as much Python as the kernels of a
+    small CNN)."""
+    if not CPU_KERNELS or x.device.type != "cpu" or x.dim() != 4 or not x.is_contiguous():
+        return F.max_pool2d(x, kernel)
+    rows = max(1, POOL_CHUNK // max(1, x[0].numel()))
+    parts = [F.max_pool2d(x[a:a + rows].contiguous(memory_format=torch.channels_last), kernel)
+             for a in range(0, x.shape[0], rows)]
+    return (parts[0] if len(parts) == 1 else torch.cat(parts)).contiguous()
+
+
 def max_pool2d(x: torch.Tensor, kernel: list[int]) -> torch.Tensor:
-    """``F.max_pool2d(x, kernel)`` (stride = kernel, no padding), folding clients into channels under vmap."""
+    """``F.max_pool2d(x, kernel)`` (stride = kernel, no padding), folding clients into channels under vmap; outside
+    vmap the same kernels as plain differentiable ops (``_pool_plain``)."""
+    if not under_vmap():
+        return _pool_plain(x, list(kernel))
     return _MaxPool.apply(x, list(kernel))[0]
 
 
@@ -220,7 +243,9 @@ class _BatchNorm(Function):
 
 def batch_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float) -> torch.Tensor:
     """``F.batch_norm(x, None, None, weight, bias, training=True, eps=eps)``, folding clients into channels
-    under vmap (the same kernels; bit for bit outside vmap)."""
+    under vmap (the same kernels; outside vmap it is that call: bit for bit, without an autograd ``Function``)."""
+    if not under_vmap():
+        return F.batch_norm(x, None, None, weight, bias, True, 0.0, eps)
     return _BatchNorm.apply(x, weight, bias, eps)[0]
 
 
