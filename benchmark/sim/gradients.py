@@ -20,7 +20,7 @@ from torch.utils import _pytree as pytree
 
 def transformed() -> bool:
     """Whether some torch.func transform (vmap, grad, jvp) is active around the caller, or a compiler traces it."""
-    return bool(torch._C._functorch.get_interpreter_stack()) or torch.compiler.is_compiling()
+    return torch.compiler.is_compiling() or bool(torch._C._functorch.get_interpreter_stack())  # dynamo cannot trace the stack
 
 
 def grad_and_value(f: Callable, args: Any):

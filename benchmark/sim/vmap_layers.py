@@ -171,6 +171,8 @@ class _MaxPool(Function):
 def under_vmap() -> bool:
     """Whether a ``torch.func.vmap`` is active around the caller (at any level: the vectorized executor's
     ``vmap(grad(...))`` puts a gradient level on top of it)."""
+    if torch.compiler.is_compiling():  # a compiled step traces the op-by-op forms; dynamo cannot trace the stack
+        return True
     stack = torch._C._functorch.get_interpreter_stack()
     return bool(stack) and any(i.key() == torch._C._functorch.TransformType.Vmap for i in stack)
 
