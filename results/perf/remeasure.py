@@ -37,7 +37,10 @@ torch.set_num_threads(1)
 from theory.empirical import paper
 from theory.empirical.scale import paper_scales
 from theory.empirical import run as runmod
-from benchmark.plan import run
+try:
+    from benchmark.runs.plan import run  # the layout since the benchmark/ folders
+except ImportError:
+    from benchmark.plan import run  # aa98dfe
 m = paper(sys.argv[1]); rounds = int(sys.argv[2])
 sc = paper_scales(m, "cpu")[0]
 claims = runmod.claims_at(sc, m.CLAIMS)
