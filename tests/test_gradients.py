@@ -35,6 +35,15 @@ def test_eager_equals_torch_func_bit_for_bit():
     assert not any(t.requires_grad for t in args)  # the caller's tensors are left alone
 
 
+def test_a_value_that_depends_on_no_argument_has_zero_gradients():
+    def constant(args):
+        return torch.tensor(3.0), {}
+    (gw, gb, gu), (value, _) = gradients.grad_and_value(constant, _args())
+    (fw, fb, fu), _ = func_gv(constant, has_aux=True)(_args())
+    assert float(value) == 3.0 and all(torch.equal(a, b) for a, b in ((gw, fw), (gb, fb), (gu, fu)))
+    assert not gw.any()
+
+
 def test_a_planted_wrong_gradient_is_seen():
     """The comparison above can fail: a gradient taken at a perturbed point differs."""
     (gw, _, _), _ = gradients.grad_and_value(_objective, _args())

@@ -27,15 +27,15 @@ def grad_and_value(f: Callable, args: Any):
     """``torch.func.grad_and_value(f, has_aux=True)(args)``: (gradient with ``args``' structure, (value, aux)).
 
     Outside any transform, by ``torch.autograd.grad``: ``args``' tensors are detached and made leaves, ``f`` runs
-    with grad mode on, an argument that the value does not depend on gets a zero gradient (as torch.func gives),
-    and the value and the aux tensors come back detached."""
+    with grad mode on, an argument that the value does not depend on gets a zero gradient, as torch.func gives
+    (every argument where the value depends on none), and the value and the aux tensors come back detached."""
     if transformed():
         return func_grad_and_value(f, has_aux=True)(args)
     leaves, spec = pytree.tree_flatten(args)
     inputs = [t.detach().requires_grad_() for t in leaves]
     with torch.enable_grad():
         value, aux = f(pytree.tree_unflatten(inputs, spec))
-        grads = torch.autograd.grad(value, inputs, allow_unused=True)
+        grads = torch.autograd.grad(value, inputs, allow_unused=True) if value.requires_grad else [None] * len(inputs)
     grads = [torch.zeros_like(t) if g is None else g for t, g in zip(inputs, grads)]
     aux = pytree.tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, aux)
     return pytree.tree_unflatten(grads, spec), (value.detach(), aux)
