@@ -30,12 +30,40 @@ def _sort_key(point: dict) -> tuple:
                  for v in point.values())
 
 
+def _failed(pt: dict) -> dict:
+    """{tuning seed: status} of a point's runs that did not end ``ok`` (diverged, failed)."""
+    return {s: v for s, v in (pt.get("status") or {}).items() if v != "ok"}
+
+
 def _score(pt: dict) -> str:
     if pt["mean"] is None:
-        st = {v for v in (pt.get("status") or {}).values() if v != "ok"}
+        st = set(_failed(pt).values())
         return " and ".join(sorted(st)) if st else "no score"
     sd = pt.get("sd")
-    return f"{100 * pt['mean']:.1f}" + ("" if sd is None else f" +- {100 * sd:.1f}")
+    bad = _failed(pt)
+    return f"{100 * pt['mean']:.1f}" + ("" if sd is None else f" +- {100 * sd:.1f}") + (
+        f" ({' and '.join(sorted(set(bad.values())))} on {len(bad)} of {len(pt['status'])})"
+        if bad else "")
+
+
+def beside_failures(key: str, t: dict, chosen: dict | None) -> str | None:
+    """A point that scored higher than the choice on the tuning seeds where it trained, and lost it by runs that
+    diverged or failed on the others (the rule scores such a run as it ended): the objection "you ran it below its
+    best rate" stated with its numbers, or None."""
+    pick = next((pt for pt in t["points"] if chosen is not None and pt["point"] == chosen), None)
+    if pick is None or pick["mean"] is None:
+        return None
+    out = []
+    for pt in sorted(t["points"], key=lambda pt: _sort_key(pt["point"])):
+        bad, acc = _failed(pt), pt.get("validation_accuracy") or {}
+        ok = [v for s, v in acc.items() if s not in bad and v is not None]
+        if pt is pick or not bad or not ok or sum(ok) / len(ok) <= pick["mean"]:
+            continue
+        out.append(f"{point_label(pt['point'])} reached {100 * sum(ok) / len(ok):.1f} on the {len(ok)} of "
+                   f"{len(acc)} tuning seeds where it trained ({' and '.join(sorted(set(bad.values())))} on the "
+                   f"other{'s' if len(bad) > 1 else ''}; mean {100 * pt['mean']:.1f})")
+    return f"{key}: " + "; ".join(out) + f", against {100 * pick['mean']:.1f} at the choice " \
+        f"{point_label(pick['point'])}" if out else None
 
 
 def _edge_text(t: dict) -> str:
@@ -65,6 +93,18 @@ def tuning_rows(tuned: dict) -> tuple[list, list, list]:
     return rows, fixed, edges
 
 
+def failure_notes(tuned: dict) -> list[str]:
+    """``beside_failures`` of every tuned pair that has one."""
+    out = []
+    for key, t in tuned.items():
+        if "fixed" in t or not t["points"] or t.get("all_failed"):
+            continue
+        note = beside_failures(key, t, t["points"][t["chosen_index"]]["point"])
+        if note:
+            out.append(note)
+    return out
+
+
 def tuning_lines(p: dict) -> list[str]:
     """The 0.4.0 tuning section of a paper's scale (see the module docstring)."""
     sc, tuned = p["scale"], p["tuning"]
@@ -82,6 +122,12 @@ def tuning_lines(p: dict) -> list[str]:
                + (", ".join(edges) + " (the rule stopped there for the reason given; a better point may lie "
                   "beyond it)." if edges else "every choice is interior, or next to a point that did not train on "
                   "most tuning seeds."), ""]
+        notes = failure_notes(tuned)
+        if notes:
+            md += ["Choices below a point that did better where it trained (the declared score counts a run that "
+                   "diverged or failed at the accuracy it ended with, so a rate that fails on a minority of tuning "
+                   "seeds loses to the next one; an author may object that the arm ran below its best rate, and "
+                   "these are the numbers): " + "; ".join(notes) + ".", ""]
     for why in dict.fromkeys(w for _, w in fixed):
         keys = [k for k, w in fixed if w == why]
         md += [f"Not tuned: {', '.join(keys)} run{'s' if len(keys) == 1 else ''} at the setting's own "
