@@ -16,7 +16,7 @@ from typing import Callable
 
 from . import memo
 from .federated_dataset import FederatedDataset
-from .transforms import TRANSFORM_OPTIONS, _check_transforms, _check_validation, transform
+from .transforms import TRANSFORM_OPTIONS, _check_transforms, _check_validation, changes, transform
 
 
 class _Spec:
@@ -116,7 +116,7 @@ def load(name: str, data_root=None, download: bool = False, seed: int = 0, **opt
     labels, train_subset = _check_transforms(canonical, **generic)  # before any file is read
     root = Path(data_root).expanduser() if data_root is not None else default_data_root()
     data = spec.loader(root=root, download=bool(download), seed=int(seed), **opts)
-    if labels == "original" and train_subset is None and validation is None:
+    if not changes(labels, train_subset, validation):
         return data
     return memo.derived(data, (labels, train_subset, validation),
                         lambda: transform(data, labels=labels, train_subset=train_subset, validation=validation))

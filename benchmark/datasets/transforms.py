@@ -126,6 +126,11 @@ def _keep_clients(clients, n_train: int, keep_t: torch.Tensor, name: str, what: 
     return clients
 
 
+def changes(labels: str = "original", train_subset: int | None = None, validation: int | None = None) -> bool:
+    """Whether ``transform`` with these (checked) arguments changes a dataset at all."""
+    return not (labels == "original" and train_subset is None and validation is None)
+
+
 def transform(data: FederatedDataset, labels: str = "original", train_subset: int | None = None,
               validation: int | None = None) -> FederatedDataset:
     """Apply the generic transforms of ``load`` to a loaded dataset (defaults: return ``data`` unchanged).
@@ -147,7 +152,7 @@ def transform(data: FederatedDataset, labels: str = "original", train_subset: in
     """
     labels, train_subset = _check_transforms(data.name, labels, train_subset)
     validation = _check_validation(data.name, validation)
-    if labels == "original" and train_subset is None and validation is None:
+    if not changes(labels, train_subset, validation):
         return data
     meta = dict(data.meta)
     x_tr, y_tr, y_te, clients = data.x_train, data.y_train, data.y_test, data.clients

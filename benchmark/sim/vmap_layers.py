@@ -168,11 +168,12 @@ class _MaxPool(Function):
         return (_unfold(out, n, 1), _unfold(indices, n, 1)), (1, 1)
 
 
-def under_vmap() -> bool:
-    """Whether a ``torch.func.vmap`` is active around the caller (at any level: the vectorized executor's
-    ``vmap(grad(...))`` puts a gradient level on top of it)."""
-    if torch.compiler.is_compiling():  # a compiled step traces the op-by-op forms; dynamo cannot trace the stack
-        return True
+def folding() -> bool:
+    """Whether the folding ``Function`` s run: a ``torch.func.vmap`` is active around the caller (at any level: the
+    vectorized executor's ``vmap(grad(...))`` puts a gradient level on top of it), and nothing compiles (a compiled
+    step takes the plain ops; dynamo traces neither these Functions nor functorch's interpreter stack)."""
+    if torch.compiler.is_compiling():
+        return False
     stack = torch._C._functorch.get_interpreter_stack()
     return bool(stack) and any(i.key() == torch._C._functorch.TransformType.Vmap for i in stack)
 
@@ -193,7 +194,7 @@ def _pool_plain(x: torch.Tensor, kernel) -> torch.Tensor:
 def max_pool2d(x: torch.Tensor, kernel: list[int]) -> torch.Tensor:
     """``F.max_pool2d(x, kernel)`` (stride = kernel, no padding), folding clients into channels under vmap; outside
     vmap the same kernels as plain differentiable ops (``_pool_plain``)."""
-    if not under_vmap():
+    if not folding():
         return _pool_plain(x, list(kernel))
     return _MaxPool.apply(x, list(kernel))[0]
 
@@ -246,7 +247,7 @@ class _BatchNorm(Function):
 def batch_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float) -> torch.Tensor:
     """``F.batch_norm(x, None, None, weight, bias, training=True, eps=eps)``, folding clients into channels
     under vmap (the same kernels; outside vmap it is that call: bit for bit, without an autograd ``Function``)."""
-    if not under_vmap():
+    if not folding():
         return F.batch_norm(x, None, None, weight, bias, True, 0.0, eps)
     return _BatchNorm.apply(x, weight, bias, eps)[0]
 

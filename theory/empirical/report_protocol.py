@@ -46,21 +46,24 @@ def _score(pt: dict) -> str:
         if bad else "")
 
 
-def beside_failures(key: str, t: dict, chosen: dict | None) -> str | None:
-    """A point that scored higher than the choice on the tuning seeds where it trained, and lost it by runs that
-    diverged or failed on the others (the rule scores such a run as it ended): the objection "you ran it below its
-    best rate" stated with its numbers, or None."""
-    pick = next((pt for pt in t["points"] if chosen is not None and pt["point"] == chosen), None)
-    if pick is None or pick["mean"] is None:
+def beside_failures(key: str, t: dict) -> str | None:
+    """A point that scored higher than the pair's choice on the tuning seeds where it trained, and lost it by runs
+    that diverged or failed on the others (the rule scores such a run as it ended): the objection "you ran it below
+    its best rate" stated with its numbers, or None (also for a fixed pair or one where nothing trained)."""
+    if "fixed" in t or not t["points"] or t.get("all_failed"):
+        return None
+    pick = t["points"][t["chosen_index"]]
+    if pick["mean"] is None:
         return None
     out = []
     for pt in sorted(t["points"], key=lambda pt: _sort_key(pt["point"])):
         bad, acc = _failed(pt), pt.get("validation_accuracy") or {}
         ok = [v for s, v in acc.items() if s not in bad and v is not None]
-        if pt is pick or not bad or not ok or sum(ok) / len(ok) <= pick["mean"]:
+        trained = sum(ok) / len(ok) if ok else None
+        if pt is pick or not bad or trained is None or trained <= pick["mean"]:
             continue
-        out.append(f"{point_label(pt['point'])} reached {100 * sum(ok) / len(ok):.1f} on the {len(ok)} of "
-                   f"{len(acc)} tuning seeds where it trained ({' and '.join(sorted(set(bad.values())))} on the "
+        out.append(f"{point_label(pt['point'])} reached {100 * trained:.1f} on the {len(ok)} of {len(acc)} tuning "
+                   f"seeds where it trained ({' and '.join(sorted(set(bad.values())))} on the "
                    f"other{'s' if len(bad) > 1 else ''}; mean {100 * pt['mean']:.1f})")
     return f"{key}: " + "; ".join(out) + f", against {100 * pick['mean']:.1f} at the choice " \
         f"{point_label(pick['point'])}" if out else None
@@ -95,14 +98,7 @@ def tuning_rows(tuned: dict) -> tuple[list, list, list]:
 
 def failure_notes(tuned: dict) -> list[str]:
     """``beside_failures`` of every tuned pair that has one."""
-    out = []
-    for key, t in tuned.items():
-        if "fixed" in t or not t["points"] or t.get("all_failed"):
-            continue
-        note = beside_failures(key, t, t["points"][t["chosen_index"]]["point"])
-        if note:
-            out.append(note)
-    return out
+    return [note for key, t in tuned.items() if (note := beside_failures(key, t))]
 
 
 def tuning_lines(p: dict) -> list[str]:
