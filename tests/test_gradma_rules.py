@@ -23,10 +23,14 @@ from benchmark.sim.executors import client_schedule, minibatch_rng
 from tests.gradma_reference import CodeServer, project_segments, worker
 
 SIZES = (4, 9, 17)  # unequal: sample weights differ from 1/S
-SEGMENTS = [(0, 12), (12, 16), (16, 28), (28, 31)]  # Linear(3, 4) weight, bias; Linear(4, 3) weight, bias
-DECAY = np.concatenate([np.ones(12), np.zeros(4), np.ones(12), np.zeros(3)])  # non-bias entries
+# Linear(3, 4) weight, bias; Linear(4, 3, bias=False) weight. No output bias: its cross-entropy gradients sum to
+# zero, so that tensor's three QP_l columns lie in one plane, where two of them can be nearly antiparallel and the
+# projection is ill-posed (multipliers ~5e4 at round 3 on an AVX-512 CPU: float32 rounding then moved the engine
+# 5.5e-4 from the float64 hand computation, against <= 1.4e-7 everywhere else)
+SEGMENTS = [(0, 12), (12, 16), (16, 28)]
+DECAY = np.concatenate([np.ones(12), np.zeros(4), np.ones(12)])  # non-bias entries
 LR, STEPS, BATCH, ROUNDS = 2.0, 3, 3, 3  # on this problem each option changes the numbers from round 3 on
-TOL = 1e-6  # float32 engine against the float64 hand computation (measured: <= 1e-7)
+TOL = 1e-6  # float32 engine against the float64 hand computation, x (1 + max|x|): measured <= 8.8e-7 of 2.9e-6 to 3.4e-6
 
 
 def _data():
@@ -39,11 +43,11 @@ def _data():
 
 
 DATA = _data()
-X0 = torch.randn(31, generator=torch.Generator().manual_seed(4)) * 0.5
+X0 = torch.randn(28, generator=torch.Generator().manual_seed(4)) * 0.5
 
 
 def _model(input_shape, num_classes):
-    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 3))
+    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 3, bias=False))
     torch.nn.utils.vector_to_parameters(X0.clone(), m.parameters())
     return m
 
@@ -59,7 +63,7 @@ def _grad(i: int, r: int):
         X, y = DATA.x_train[sch.idx[tau]].double(), DATA.y_train[sch.idx[tau]]
         w = torch.tensor(w, requires_grad=True)
         h = torch.tanh(X @ w[:12].view(4, 3).T + w[12:16])
-        loss = torch.nn.functional.cross_entropy(h @ w[16:28].view(3, 4).T + w[28:31], y)
+        loss = torch.nn.functional.cross_entropy(h @ w[16:28].view(3, 4).T, y)
         return torch.autograd.grad(loss, w)[0].numpy()
     return grad
 
