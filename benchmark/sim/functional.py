@@ -82,6 +82,13 @@ class _WeightedBatchNorm(torch.nn.Module):
 
     def forward(self, x):
         weight, bias = (self.weight, self.bias) if self.affine else (None, None)
+        return self.run(x, weight, bias, self.sample_weight, *((self.batch_mean, self.batch_var) if self.record
+                                                                 else (None, None)))
+
+    def run(self, x, weight, bias, sample_weight, mean_slot, var_slot):
+        """``forward`` with its call's tensors given: the parameters, the sample weights and, when ``record``, the
+        slots of the batch statistics (what ``functional_call`` swaps in as this module's buffers; a plain chain,
+        ``_run_chain``, passes them directly)."""
         per_channel = x.shape[0] * (math.prod(x.shape[2:]) if x.dim() > 2 else 1)
         # the folding layers (benchmark.sim.vmap_layers) for feature maps; the op-by-op forms when compiling
         # (inductor traces no vmap rule) and for (N, C) features (BatchNorm1d: small activations, and it keeps
@@ -90,26 +97,26 @@ class _WeightedBatchNorm(torch.nn.Module):
         if not self.weighted and per_channel > 1:  # all weights 1: the fused kernel, same arithmetic
             if self.record:
                 var, mean = torch.var_mean(x.detach(), dim=[0] + list(range(2, x.dim())), correction=1)
-                self.batch_mean.copy_(mean)
-                self.batch_var.copy_(var)
+                mean_slot.copy_(mean)
+                var_slot.copy_(var)
             if fold:
                 return vmap_layers.batch_norm(x, weight, bias, self.eps)
             return F.batch_norm(x, None, None, weight, bias, True, 0.0, self.eps)
         if fold:
-            y, mean, var, cnt = vmap_layers.weighted_batch_norm(x, self.sample_weight, weight, bias, self.eps)
+            y, mean, var, cnt = vmap_layers.weighted_batch_norm(x, sample_weight, weight, bias, self.eps)
         else:
-            y, mean, var, cnt = self._op_by_op(x, weight, bias)
+            y, mean, var, cnt = self._op_by_op(x, sample_weight, weight, bias)
         if self.record:
-            self.batch_mean.copy_(mean.detach())
-            self.batch_var.copy_((var * cnt / (cnt - 1).clamp(min=1)).detach())
+            mean_slot.copy_(mean.detach())
+            var_slot.copy_((var * cnt / (cnt - 1).clamp(min=1)).detach())
         return y
 
-    def _op_by_op(self, x, weight, bias):
+    def _op_by_op(self, x, sample_weight, weight, bias):
         """``vmap_layers.weighted_batch_norm`` as tensor arithmetic (what a compiled step traces)."""
         dims = [0] + list(range(2, x.dim()))
         shape = [x.shape[0]] + [1] * (x.dim() - 1)
-        w = self.sample_weight.reshape(shape).to(x.dtype)
-        cnt = self.sample_weight.sum() * (math.prod(x.shape[2:]) if x.dim() > 2 else 1)
+        w = sample_weight.reshape(shape).to(x.dtype)
+        cnt = sample_weight.sum() * (math.prod(x.shape[2:]) if x.dim() > 2 else 1)
         mean = (w * x).sum(dim=dims) / cnt
         cshape = [1, -1] + [1] * (x.dim() - 2)
         xc = x - mean.reshape(cshape)
@@ -153,9 +160,13 @@ class _CounterDropout(torch.nn.Module):
             self.register_buffer("stream", torch.zeros((), dtype=torch.int64), persistent=False)
 
     def forward(self, x):
-        if not self.on or self.stream.numel() == 0:  # off, or no rng given for this call
+        return self.run(x, self.stream if self.on else None)
+
+    def run(self, x, stream):
+        """``forward`` with its call's stream given (None or empty: no mask)."""
+        if not self.on or stream is None or stream.numel() == 0:  # off, or no rng given for this call
             return x
-        keep = (stream_uniform(self.stream, x.shape) >= self.p).to(x.dtype)
+        keep = (stream_uniform(stream, x.shape) >= self.p).to(x.dtype)
         return x * keep / (1 - self.p)
 
 
@@ -176,10 +187,11 @@ def _replace(root: torch.nn.Module, name: str, new: torch.nn.Module) -> None:
 
 
 def _chain(module: torch.nn.Module) -> list | None:
-    """A plain model (an ``nn.Sequential`` of flatten, linear, ReLU, zero-padded convolution and folded pooling
-    layers: the digits MLPs, BHerd's SVM) as the list of its layers' operations, which :func:`_run_chain` calls
-    directly: the same ATen calls as the modules' ``forward``, without ``functional_call``'s swapping of parameters
-    (issue 45: about 14% of a vmapped MLP step). None for any other model."""
+    """A chain model (an ``nn.Sequential`` of flatten, linear, ReLU, zero-padded convolution, folded pooling and a
+    training copy's BatchNorm and dropout layers: the digits MLPs, BHerd's SVM, GradMA's MLP, FedBAT's and LFL's
+    CNNs) as the list of its layers' operations, which :func:`_run_chain` calls directly: the same ATen calls as
+    the modules' ``forward``, without ``functional_call``'s swapping of parameters and buffers (issue 45: about 14%
+    of a vmapped MLP step, 0.9 ms of a 2.9 ms gradient of GradMA's MLP). None for any other model."""
     from benchmark.models.blocks import _Flatten
 
     if type(module) is not torch.nn.Sequential:
@@ -198,12 +210,18 @@ def _chain(module: torch.nn.Module) -> list | None:
             ops.append(("flatten",))
         elif t is _FoldedMaxPool:
             ops.append(("module", m))
+        elif t is _WeightedBatchNorm:
+            ops.append(("bn", m, name))
+        elif t is _CounterDropout:
+            ops.append(("dropout", m, name))
         else:
             return None
     return ops
 
 
-def _run_chain(ops: list, params: dict, x: torch.Tensor) -> torch.Tensor:
+def _run_chain(ops: list, params: dict, x: torch.Tensor, state: dict | None = None) -> torch.Tensor:
+    """The chain's forward; ``state``: the call's tensors of its BatchNorm and dropout layers, keyed as
+    ``FunctionalModel._call_state`` names them for a whole-model call."""
     for op in ops:
         kind = op[0]
         if kind == "linear":
@@ -214,6 +232,12 @@ def _run_chain(ops: list, params: dict, x: torch.Tensor) -> torch.Tensor:
             x = F.relu(x)
         elif kind == "flatten":
             x = x.flatten(1)
+        elif kind == "bn":
+            m, n = op[1], op[2]
+            x = m.run(x, params[f"{n}.weight"] if m.affine else None, params[f"{n}.bias"] if m.affine else None,
+                      state[f"{n}.sample_weight"], state.get(f"{n}.batch_mean"), state.get(f"{n}.batch_var"))
+        elif kind == "dropout":
+            x = op[1].run(x, state.get(f"{op[2]}.stream"))
         else:
             x = op[1](x)
     return x
@@ -241,6 +265,7 @@ class _Variant:
             elif isinstance(mod, torch.nn.modules.dropout._DropoutNd):
                 raise ValueError(f"{type(mod).__name__} is not supported by the executors; use nn.Dropout")
         self.calls = [(n, n) for n in [*self.bn, *self.dropout]]  # what a whole-model call is given
+        self.ops = _chain(self.module)  # a chain model: called op by op, its call's tensors given directly
         self.stages, self.stages_error = None, None
         try:
             full = {id(m): n for n, m in self.module.named_modules()}
@@ -270,7 +295,7 @@ class FunctionalModel:
         special = any(isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.modules.dropout._DropoutNd))
                       for m in module.modules())
         plain = None if special else _Variant(module, True, True)  # nothing to vary: one copy serves all
-        self._ops = None if plain is None else _chain(plain.module)  # a plain chain: called op by op
+        self._ops = None if plain is None else plain.ops  # a plain chain: called op by op, nothing per call
         self._variants = {(w, t): plain or _Variant(module, w, t) for w in (True, False) for t in (True, False)}
         self.bn_names = list(self._variants[True, True].bn)
         self._momentum = {n: module.get_submodule(n).momentum for n in self.bn_names}
@@ -326,7 +351,10 @@ class FunctionalModel:
             return _run_chain(self._ops, self.layout.unflatten(_like_data(flat, x)), x), {}
         v = self._variants[weighted, True]
         state, slots = self._call_state(v, x, w, rng, buffers, v.calls)
-        out = functional_call(v.module, _with(self.layout.unflatten(_like_data(flat, x)), state), (x,))
+        params = self.layout.unflatten(_like_data(flat, x))
+        if v.ops is not None:
+            return _run_chain(v.ops, params, x, state), slots
+        out = functional_call(v.module, _with(params, state), (x,))
         return out, slots
 
     def reference_forward(self, flat: torch.Tensor, x: torch.Tensor, w: torch.Tensor | None = None,
@@ -336,7 +364,10 @@ class FunctionalModel:
             return _run_chain(self._ops, self.layout.unflatten(_like_data(flat, x)), x)
         v = self._variants[weighted, False]
         state, _ = self._call_state(v, x, w, None, None, v.calls)
-        return functional_call(v.module, _with(self.layout.unflatten(_like_data(flat, x)), state), (x,))
+        params = self.layout.unflatten(_like_data(flat, x))
+        if v.ops is not None:
+            return _run_chain(v.ops, params, x, state)
+        return functional_call(v.module, _with(params, state), (x,))
 
     def stage_modules(self) -> list:
         """The training copy of the model as a chain of stages (``benchmark.models.stages``): (module,
