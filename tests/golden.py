@@ -1,7 +1,10 @@
 """Golden histories (issue 45): small runs of every algorithm on both executors, a batched group, padded batches
 and the CNNs with BatchNorm and max-pooling, whose histories must stay the same bit for bit through a change
 that declares itself exact. ``python -m tests.golden OUT.json`` writes them (floats as ``float.hex``, wall times
-left out); ``tests/test_golden_histories.py`` compares the code with the file generated at aa98dfe."""
+left out); ``tests/test_golden_histories.py`` compares the code with the file generated at aa98dfe on a machine whose
+float32 kernels sum as this one's (``machine()``: the same code gives other last bits on another CPU's kernels, e.g.
+AVX-512 against the machine the first file came from). ``python -m tests.golden --machine`` prints the fingerprint
+that names a file made on this machine (``golden_histories_aa98dfe-<fingerprint>.json``)."""
 from __future__ import annotations
 
 import json
@@ -40,6 +43,30 @@ def cases() -> dict[str, tuple]:
     return out
 
 
+def machine() -> str:
+    """A fingerprint of this machine's float32 kernels, one thread: a digest of the bits of a matrix product, a
+    convolution, BatchNorm, log-softmax and a long sum on fixed inputs, the kernels whose summation order differs
+    between CPUs (vector width, blocking) and moves a history's last bits."""
+    import hashlib
+
+    import torch
+    import torch.nn.functional as F
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        g = torch.Generator().manual_seed(0)
+        x, w = torch.randn(64, 784, generator=g), torch.randn(200, 784, generator=g)
+        img, k = torch.randn(16, 3, 28, 28, generator=g), torch.randn(8, 3, 3, 3, generator=g)
+        h = F.linear(x, w)
+        c = F.conv2d(img, k, padding=1)
+        outs = [h, c, F.batch_norm(c, None, None, training=True), torch.log_softmax(h, 1),
+                torch.randn(100003, generator=g).sum()]
+        return hashlib.sha256(b"".join(t.contiguous().numpy().tobytes() for t in outs)).hexdigest()[:12]
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _hex(v):
     return float(v).hex() if isinstance(v, float) else v
 
@@ -62,4 +89,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    print(machine()) if sys.argv[1] == "--machine" else main(sys.argv[1])
