@@ -403,6 +403,14 @@ def test_the_spreads_before_are_found_in_the_results_root_then_the_committed_res
     assert erun.before_report(root, None) is None
     with pytest.raises(FileNotFoundError, match="no claims report 0.5.0 under"):
         erun.before_report(root, "0.5.0")
+    # a paper's partial report of a version serves for that paper only (its replication run alone)
+    (root / "claims" / "0.5.0" / "partial" / "lfl").mkdir(parents=True)
+    (root / "claims" / "0.5.0" / "partial" / "lfl" / "report.json").write_text(json.dumps({"tag": "partial"}))
+    assert erun.before_report(root, "0.5.0", "lfl")[1]["tag"] == "partial"
+    with pytest.raises(FileNotFoundError):
+        erun.before_report(root, "0.5.0", "bherd")
+    with pytest.raises(FileNotFoundError):
+        erun.before_report(root, "0.5.0")
 
 
 def test_claims_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):

@@ -487,11 +487,13 @@ def plan_claims(paper: str | None = None, scale: str = "cpu", looks: tuple | Non
     return out
 
 
-def before_report(results_root, before: str | None) -> tuple[str, dict] | None:
+def before_report(results_root, before: str | None, paper: str | None = None) -> tuple[str, dict] | None:
     """The claims report whose spreads are shown beside a new one: ``before`` = "previous" (the newest version
     older than this code's under the results root, else under the committed results), a version (the committed
-    one, else the results root's: the root may hold this very run's report) or None. A named version that is
-    nowhere is an error."""
+    one, else the results root's: the root may hold this very run's report) or None. With ``paper``, a named
+    version's partial report of that paper (``partial/<paper>/report.json``) serves where the whole report is not
+    written yet (a paper's replication run by itself while other papers' first stages still run). A named version
+    that is nowhere is an error."""
     import json
 
     from .report import previous_report
@@ -504,8 +506,12 @@ def before_report(results_root, before: str | None) -> tuple[str, dict] | None:
     for root in roots:
         if before == "previous":
             prev = previous_report(root, code_version()["package"])
-        elif (Path(root) / "claims" / before / "report.json").is_file():
-            prev = (before, json.loads((Path(root) / "claims" / before / "report.json").read_text()))
+        else:
+            base = Path(root) / "claims" / before
+            for path in [base / "report.json"] + ([base / "partial" / paper / "report.json"] if paper else []):
+                if path.is_file():
+                    prev = (before, json.loads(path.read_text()))
+                    break
         if prev:
             break
     if before != "previous" and not prev:
@@ -562,7 +568,7 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     if scale == "replication" and not any(paper_scales(m, "replication") for m in paper_modules(paper)):
         have = [m.PAPER for m in paper_modules() if paper_scales(m, "replication")]
         raise ValueError(f"{paper or 'no paper'} declares no replication; papers with one: {', '.join(have)}")
-    prev = before_report(results_root, before)
+    prev = before_report(results_root, before, paper)
     if scale == "replication" and prev:  # its share was declared with the first stage's
         refuse_changed_family(prev[1], paper_modules(paper), f"its first stage (the {prev[0]} report)")
 
