@@ -53,6 +53,9 @@ import torch
 Segments = Sequence[tuple[int, int]] | None
 
 _CHUNK = 1 << 22  # entries of a d-vector per float64 chunk (Gram, QR, p~; bounds temporary memory)
+#: the CPU's own kernel choice (LAPACK's SVD in QP_l) on; ``benchmark.perf.counting`` turns it off while it counts a
+#: device's kernels (an accelerator takes the Jacobi sweeps)
+CPU_KERNELS = True
 
 
 def _gram(p: torch.Tensor, M: torch.Tensor, segments: Segments):
@@ -210,7 +213,7 @@ def _svd(A: torch.Tensor):
     """Thin SVD (U, sigma, Vh) of a batch of small matrices: LAPACK's on a CPU (``torch.linalg.svd``: its error
     check is a host read that costs nothing there; 80x faster than the sweeps for GradMA's 8 candidates of 7 x 3,
     0.016 against 1.3 ms, issue 45), ``_jacobi_svd`` on an accelerator (no host read inside a step)."""
-    if A.device.type == "cpu":
+    if A.device.type == "cpu" and CPU_KERNELS:
         return torch.linalg.svd(A, full_matrices=False)
     return _jacobi_svd(A)
 

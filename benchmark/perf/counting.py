@@ -43,6 +43,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
+from algorithms.core import qp
 from benchmark.sim import vmap_layers
 
 #: ATen operators that read the device on CUDA, and why (PyTorch 2.x sources: ``native/LinearAlgebra*``
@@ -164,12 +165,13 @@ def counting():
     counts = Counts()
 
     flops = FlopCounterMode(display=False)
-    cpu_kernels, vmap_layers.CPU_KERNELS = vmap_layers.CPU_KERNELS, False  # the device's kernels are counted
+    # the device's kernels are counted: the CPU's own choices off (pooling layout, QP_l's LAPACK SVD)
+    cpu_kernels, vmap_layers.CPU_KERNELS, qp.CPU_KERNELS = vmap_layers.CPU_KERNELS, False, False
     try:
         with _host_reads(counts), flops, _Mode(counts):
             yield counts
     finally:
-        vmap_layers.CPU_KERNELS = cpu_kernels
+        vmap_layers.CPU_KERNELS = qp.CPU_KERNELS = cpu_kernels
         counts.flops = int(flops.get_total_flops())
 
 

@@ -81,8 +81,7 @@ def tuning_metrics(claims) -> dict:
                 old = out.setdefault((comp.setting, a), c.metric)
                 if old != c.metric:
                     raise ValueError(f"{comp.setting} / {a} enters claims measured by {old} and by {c.metric}: its "
-                                     "tuning is scored by the claims' own metric, so put one claim in a setting of "
-                                     "its own")
+                                     "tuning is scored by the claims' own metric: give one claim its own setting")
     for k in ratio_only:
         out.setdefault(k, "final_accuracy")
     return out
@@ -116,8 +115,7 @@ def cell_seconds(recs: dict, exps) -> float:
     total = 0.0
     for h in {e.config_hash() for e in exps}:
         r = recs.get(h) or {}
-        f = r.get("final") or {}
-        spent = f.get("cpu_time", f.get("wall_time")) or 0.0
+        spent = (r.get("final") or {}).get("cpu_time", (r.get("final") or {}).get("wall_time")) or 0.0
         total += spent / max(1, int((r.get("execution") or {}).get("group_runs") or 1))
     return float(total)
 
@@ -488,12 +486,10 @@ def plan_claims(paper: str | None = None, scale: str = "cpu", looks: tuple | Non
 
 
 def before_report(results_root, before: str | None, paper: str | None = None) -> tuple[str, dict] | None:
-    """The claims report whose spreads are shown beside a new one: ``before`` = "previous" (the newest version
-    older than this code's under the results root, else under the committed results), a version (the committed
-    one, else the results root's: the root may hold this very run's report) or None. With ``paper``, a named
-    version's partial report of that paper (``partial/<paper>/report.json``) serves where the whole report is not
-    written yet (a paper's replication run by itself while other papers' first stages still run). A named version
-    that is nowhere is an error."""
+    """The claims report whose spreads are shown beside a new one: ``before`` = "previous" (the newest older
+    version under the results root, else the committed results), a version (committed first: the root may hold
+    this run's own; with ``paper``, else its partial report: its replication run alone) or None; a version nowhere
+    is an error."""
     import json
 
     from .report import previous_report
@@ -508,10 +504,9 @@ def before_report(results_root, before: str | None, paper: str | None = None) ->
             prev = previous_report(root, code_version()["package"])
         else:
             base = Path(root) / "claims" / before
-            for path in [base / "report.json"] + ([base / "partial" / paper / "report.json"] if paper else []):
-                if path.is_file():
-                    prev = (before, json.loads(path.read_text()))
-                    break
+            paths = [base / "report.json"] + ([base / "partial" / paper / "report.json"] if paper else [])
+            found = [p for p in paths if p.is_file()]
+            prev = (before, json.loads(found[0].read_text())) if found else None
         if prev:
             break
     if before != "previous" and not prev:
