@@ -81,7 +81,7 @@ def tuning_metrics(claims) -> dict:
                 old = out.setdefault((comp.setting, a), c.metric)
                 if old != c.metric:
                     raise ValueError(f"{comp.setting} / {a} enters claims measured by {old} and by {c.metric}: its "
-                                     "tuning is scored by the claims' own metric: give one claim its own setting")
+                                     "tuning is scored by its claims' metric: put one claim in a setting of its own")
     for k in ratio_only:
         out.setdefault(k, "final_accuracy")
     return out
