@@ -295,7 +295,6 @@ class FunctionalModel:
         special = any(isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.modules.dropout._DropoutNd))
                       for m in module.modules())
         plain = None if special else _Variant(module, True, True)  # nothing to vary: one copy serves all
-        self._ops = None if plain is None else plain.ops  # a plain chain: called op by op, nothing per call
         self._variants = {(w, t): plain or _Variant(module, w, t) for w in (True, False) for t in (True, False)}
         self.bn_names = list(self._variants[True, True].bn)
         self._momentum = {n: module.get_submodule(n).momentum for n in self.bn_names}
@@ -347,8 +346,6 @@ class FunctionalModel:
         no dropout);
         ``buffers``: the client's BatchNorm buffers (they give the statistics' shapes, and their batching
         under vmap)."""
-        if self._ops is not None:  # nothing per call: no state, no statistics
-            return _run_chain(self._ops, self.layout.unflatten(_like_data(flat, x)), x), {}
         v = self._variants[weighted, True]
         state, slots = self._call_state(v, x, w, rng, buffers, v.calls)
         params = self.layout.unflatten(_like_data(flat, x))
@@ -360,8 +357,6 @@ class FunctionalModel:
     def reference_forward(self, flat: torch.Tensor, x: torch.Tensor, w: torch.Tensor | None = None,
                           weighted: bool = True) -> torch.Tensor:
         """A frozen model's training-mode forward: BatchNorm on batch statistics, nothing recorded, no dropout."""
-        if self._ops is not None:
-            return _run_chain(self._ops, self.layout.unflatten(_like_data(flat, x)), x)
         v = self._variants[weighted, False]
         state, _ = self._call_state(v, x, w, None, None, v.calls)
         params = self.layout.unflatten(_like_data(flat, x))
