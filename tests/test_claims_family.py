@@ -16,6 +16,7 @@ from benchmark.runs.record import code_version
 from theory import empirical, pages
 from theory.empirical import paired
 from theory.empirical import report as erep
+from theory.empirical import paths as epaths
 from theory.empirical import run as erun
 from theory.empirical.claim import Budget, Claim, Comparison, Margin, arm
 from theory.empirical.family import family_of, paper_statement, shares_line, statement
@@ -228,7 +229,7 @@ def test_a_family_changed_after_a_run_is_refused(tmp_path, monkeypatch):
         raise Started
 
     monkeypatch.setattr(tuning, "tune_all", spy)
-    monkeypatch.setattr(erun, "code_version", lambda: {"package": "9.9.9", "git_commit": None, "git_dirty": False})
+    monkeypatch.setattr(epaths, "code_version", lambda: {"package": "9.9.9", "git_commit": None, "git_dirty": False})
     monkeypatch.setitem(own.MODULES, "toy", toy_paper())
     first = tmp_path / "claims" / "9.9.9"
     first.mkdir(parents=True)
@@ -240,7 +241,7 @@ def test_a_family_changed_after_a_run_is_refused(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"toy: its error family is not the one its first stage \(the 9.9.9 report\) "
                                          r"was judged with \(0.0167 at cpu, .* then, 0.04 at cpu, .* now\)"):
         erun.run_claims("toy", scale="replication", results_root=tmp_path)
-    mine = erun.report_folder(tmp_path, "cpu", "toy")
+    mine = epaths.report_folder(tmp_path, "cpu", "toy")
     mine.mkdir(parents=True)
     (mine / "report.json").write_text(json.dumps(recorded))
     with pytest.raises(ValueError, match="or give --replace to replace that report"):

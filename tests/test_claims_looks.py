@@ -12,6 +12,7 @@ import pytest
 from benchmark import cli
 from benchmark.campaign import runner, tuning
 from theory.empirical import own
+from theory.empirical import paths as epaths
 from theory.empirical import run as erun
 from theory.empirical.claim import Budget, Claim, Comparison, Margin
 from theory.empirical.scale import CpuScale, replication
@@ -88,7 +89,7 @@ def _written(folder, looks):
 
 
 def test_a_report_of_another_design_is_never_replaced_silently(no_work, tmp_path, capsys):
-    folder = erun.report_folder(tmp_path, "cpu", "bherd")
+    folder = epaths.report_folder(tmp_path, "cpu", "bherd")
     _written(folder, None)  # judged with the declared looks
     assert cli.main(["claims", "--paper", "bherd", "--looks", "5", "--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err

@@ -12,6 +12,7 @@ import pytest
 from benchmark import cli
 from benchmark.campaign import runner
 from theory import empirical
+from theory.empirical import paths as epaths
 from theory.empirical import run as erun
 from theory.empirical.claim import Budget, Claim, Comparison, Margin, arm
 from theory.empirical.scale import CpuScale, FullScale, paper_scales, replication
@@ -56,8 +57,8 @@ def test_a_replication_runs_fresh_seeds_in_its_own_design_and_folder(tmp_path, m
     assert c["verdict"] == "SUPPORTED" and c["scale"] == "cpu-rep" and c["replicates"] == "cpu"
     assert calls[1] == sorted([(0.3, s) for s in range(100, 105)] + [(0.003, s) for s in range(100, 105)])
     assert out["budget"]["looks"] == [5, 10] and out["budget"]["cpu_minutes"] == 60
-    assert list(erun.runs_folder(tmp_path, None, "cpu-rep").glob("*.json"))
-    assert not erun.runs_folder(tmp_path, None, "cpu").exists()
+    assert list(epaths.runs_folder(tmp_path, None, "cpu-rep").glob("*.json"))
+    assert not epaths.runs_folder(tmp_path, None, "cpu").exists()
     assert out["scale"]["replication"] == {"replicates": "cpu", "seeds": [100, 109], "looks": [5, 10],
                                            "cpu_minutes": 60, "inconclusive_only": False}
     with pytest.raises(ValueError, match="--looks cannot replace"):
@@ -141,7 +142,7 @@ def test_no_run_judges_what_is_recorded_and_lists_a_paper_still_running(tmp_path
     with pytest.raises(erun.UnderWay, match="tuning: not started, 0 of 6 runs recorded"):
         erun.run_paper(paper, rep, results_root=tmp_path, progress=False, run_missing=False)
     done = erun.run_paper(paper, rep, results_root=tmp_path, progress=False)
-    folder = erun.runs_folder(tmp_path, None, "cpu-rep")
+    folder = epaths.runs_folder(tmp_path, None, "cpu-rep")
     unrecorded = []  # cells handed to the runner that have no record: --no-run must hand it none
 
     def no_new_runs(exps, *a, **k):
@@ -167,5 +168,5 @@ def test_no_run_judges_what_is_recorded_and_lists_a_paper_still_running(tmp_path
     assert cli.main(["claims", "--scale", "replication", "--no-run", "--results", str(tmp_path), "--before", "none",
                      "--no-progress"]) == 0
     assert "toy (cpu-rep scale): under way, not judged (look 1 (5 seeds): 9 of 10 runs" in capsys.readouterr().err
-    assert out["paths"]["markdown"].parent == tmp_path / "claims" / erun.code_version()["package"] / "replication"
+    assert out["paths"]["markdown"].parent == tmp_path / "claims" / epaths.version() / "replication"
     assert not unrecorded

@@ -16,6 +16,7 @@ from benchmark import Experiment, cli
 from benchmark.reports import leaderboard as report
 from benchmark.campaign import runner, suite as campaign_suite
 from theory import empirical
+from theory.empirical import paths as epaths
 from theory.empirical import run as erun
 from theory.empirical.claim import METRICS, VERDICTS, Claim, Comparison, Margin, arm
 from theory.empirical.judge import Judge
@@ -262,7 +263,7 @@ def test_claims_run_look_by_look_stop_when_decided_and_resume(tmp_path, monkeypa
     assert len(calls) == 2 and len(calls[0]) == 9  # the tuning cells (3 tuning seeds each), then look 1 only
     assert calls[1] == sorted([("fedavg", 0.3, s) for s in range(5)] + [("fedavg", 0.003, s) for s in range(5)]
                               + [("fedprox", 0.3, s) for s in range(5)])
-    folder = erun.runs_folder(tmp_path, None, "cpu")
+    folder = epaths.runs_folder(tmp_path, None, "cpu")
     n_records = len(list(Path(folder).glob("*.json")))
     again = erun.run_paper(paper, "cpu", results_root=tmp_path, progress=False)
     assert [c["verdict"] for c in again["claims"]] == [c["verdict"] for c in out["claims"]]
@@ -395,22 +396,22 @@ def test_the_spreads_before_are_found_in_the_results_root_then_the_committed_res
         (base / "claims" / v).mkdir(parents=True)
         (base / "claims" / v / "report.json").write_text(json.dumps({"tag": tag}))
     monkeypatch.setattr(report, "committed_results", lambda: committed)
-    monkeypatch.setattr(erun, "code_version", lambda: {"package": "0.2.0"})
-    assert erun.before_report(root, "0.1.0")[1]["tag"] == "committed"
-    assert erun.before_report(root, "0.0.9")[1]["tag"] == "old"
-    assert erun.before_report(root, "previous")[1]["tag"] == "root"
-    assert erun.before_report(tmp_path / "empty", "previous")[1]["tag"] == "committed"
-    assert erun.before_report(root, None) is None
+    monkeypatch.setattr(epaths, "code_version", lambda: {"package": "0.2.0"})
+    assert epaths.before_report(root, "0.1.0")[1]["tag"] == "committed"
+    assert epaths.before_report(root, "0.0.9")[1]["tag"] == "old"
+    assert epaths.before_report(root, "previous")[1]["tag"] == "root"
+    assert epaths.before_report(tmp_path / "empty", "previous")[1]["tag"] == "committed"
+    assert epaths.before_report(root, None) is None
     with pytest.raises(FileNotFoundError, match="no claims report 0.5.0 under"):
-        erun.before_report(root, "0.5.0")
+        epaths.before_report(root, "0.5.0")
     # a paper's partial report of a version serves for that paper only (its replication run alone)
     (root / "claims" / "0.5.0" / "partial" / "lfl").mkdir(parents=True)
     (root / "claims" / "0.5.0" / "partial" / "lfl" / "report.json").write_text(json.dumps({"tag": "partial"}))
-    assert erun.before_report(root, "0.5.0", "lfl")[1]["tag"] == "partial"
+    assert epaths.before_report(root, "0.5.0", "lfl")[1]["tag"] == "partial"
     with pytest.raises(FileNotFoundError):
-        erun.before_report(root, "0.5.0", "bherd")
+        epaths.before_report(root, "0.5.0", "bherd")
     with pytest.raises(FileNotFoundError):
-        erun.before_report(root, "0.5.0")
+        epaths.before_report(root, "0.5.0")
 
 
 def test_claims_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
@@ -495,7 +496,7 @@ def test_rerender_rewrites_a_report_from_its_json_alone(tmp_path, capsys):
              "budget": {"looks": [6], "cpu_minutes": 1, "reason": "test"}, "cells": {"cell_seconds": 0.0}, "seconds": 0}
     meta = {"scale": "cpu", "quick": False, "wall_seconds": 1.0, "cpus": 2, "backend": "local", "jobs": None,
             "load_start": "?", "load_end": "?", "note": "", "looks": None}
-    folder = tmp_path / "claims" / erun.code_version()["package"]  # where this version's report goes
+    folder = tmp_path / "claims" / epaths.version()  # where this version's report goes
     paths = erep.write_report([paper], folder, meta)
     md0, js0 = paths["markdown"].read_text(), json.loads(paths["json"].read_text())
     judged = dict(js0["code_version"], git_commit="0" * 40, git_dirty=False)

@@ -78,7 +78,7 @@ def rerender(a, scale: str) -> int:
     """``--rerender``: rewrite a written report from its own report.json (``theory.empirical.report.rerender``)."""
     from theory.empirical import papers
     from theory.empirical.report import rerender as rewrite
-    from theory.empirical.run import before_report, report_folder
+    from theory.empirical.paths import before_report, report_folder
 
     papers(a.paper)  # an unknown paper is named as such, not as a missing report
     root = args.results_root(a)
@@ -119,7 +119,7 @@ def tuning_noise(a) -> int:
     from benchmark.reports.leaderboard import committed_results
     from theory.empirical import is_own, papers
     from theory.empirical import tuning_noise as tn
-    from theory.empirical.run import report_folder
+    from theory.empirical.paths import report_folder
 
     if a.quick or a.scale != "cpu" or a.rerender:
         raise ValueError("--tuning-noise measures the tuning of the CPU scales (the default --scale cpu); not with "

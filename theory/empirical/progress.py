@@ -1,6 +1,6 @@
 """How far a claims run has come (``fedrepro claims --dry-run`` with records under the results root): per planned
 (setting, arm) of a scale's cost plan (``CpuScale.cost_plan``), the runs recorded so far in the scale's folder
-(``run.runs_folder``) and the CPU minutes they took, and what is left at the worst (every planned run not yet
+(``paths.runs_folder``) and the CPU minutes they took, and what is left at the worst (every planned run not yet
 recorded) at this version's own measured minutes per run where an arm has at least ``MEASURED_AT_LEAST`` records,
 else at the plan's declared cost: the cost model re-fitted from the runs as they come in (issue 45).
 

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from benchmark.campaign import runner, tuning, suite as campaign_suite
 from benchmark.runs import store
-from benchmark.runs.record import code_version
 from theory.stats.sequential import check_looks
 
 from . import is_own, paired
@@ -28,6 +27,8 @@ from .claim import Budget
 from .family import alpha_at, described, family_of, scale_looks
 from .judge import Judge
 from .metrics import COMPANIONS, rounds_read
+from . import paths
+from .paths import before_report, first_stage, report_folder, runs_folder
 from .scale import CpuScale, FullScale, arm_matches, paper_scales, plan_lines
 
 
@@ -50,12 +51,6 @@ def evaluating(base, claims):
     metrics = {c.metric for c in claims} | {m for c in claims for m in getattr(c, "beside", ())}
     metrics |= {COMPANIONS[m] for m in metrics if m in COMPANIONS}
     return dataclasses.replace(base, eval_rounds=rounds_read(metrics, base.rounds, base.eval_every))
-
-
-def runs_folder(results_root, version: str | None, scale_name: str) -> Path:
-    v = version or code_version()["package"]
-    base = Path(results_root) / "claims" / v
-    return base / "runs" if scale_name == "cpu" else base / scale_name / "runs"
 
 
 def arms_of(claims) -> dict:
@@ -115,7 +110,8 @@ def cell_seconds(recs: dict, exps) -> float:
     total = 0.0
     for h in {e.config_hash() for e in exps}:
         r = recs.get(h) or {}
-        spent = (r.get("final") or {}).get("cpu_time", (r.get("final") or {}).get("wall_time")) or 0.0
+        final = r.get("final") or {}
+        spent = final.get("cpu_time", final.get("wall_time")) or 0.0
         total += spent / max(1, int((r.get("execution") or {}).get("group_runs") or 1))
     return float(total)
 
@@ -432,26 +428,6 @@ def scales_of(paper, scale: str) -> list:
     return paper_scales(paper, scale)
 
 
-def report_folder(results_root, scale: str, paper: str | None = None, out=None) -> Path:
-    """Where ``fedrepro claims`` writes: results/claims/<version>[/<scale>][/partial/<paper>], or ``out``; a
-    claims file of the user's (``own``) in .../own/<its PAPER>. One paper never overwrites the whole report, nor
-    another paper's."""
-    if out:
-        return Path(out)
-    base = Path(results_root) / "claims" / code_version()["package"]
-    folder = base if scale == "cpu" else base / scale
-    return folder / ("own" if is_own(paper) else "partial") / paper if paper else folder
-
-
-def _report_roots(results_root) -> list:
-    """Where an earlier claims report is looked for: the results root, then the repository's committed results."""
-    from benchmark.reports.leaderboard import committed_results
-
-    committed = committed_results()
-    same = committed is not None and Path(results_root).resolve() == committed.resolve()
-    return [Path(results_root)] + ([committed] if committed is not None and not same else [])
-
-
 def plan_claims(paper: str | None = None, scale: str = "cpu", looks: tuple | None = None,
                 root=None) -> list[dict]:
     """The full report's plan without running anything: per paper, its budget, its error family
@@ -485,52 +461,6 @@ def plan_claims(paper: str | None = None, scale: str = "cpu", looks: tuple | Non
     return out
 
 
-def before_report(results_root, before: str | None, paper: str | None = None) -> tuple[str, dict] | None:
-    """The claims report whose spreads are shown beside a new one: ``before`` = "previous" (the newest older
-    version under the results root, else the committed results), a version (committed first: the root may hold
-    this run's own; with ``paper``, else its partial report: its replication run alone) or None; a version nowhere
-    is an error."""
-    import json
-
-    from .report import previous_report
-
-    if not before:
-        return None
-    prev, roots = None, _report_roots(results_root)
-    if before != "previous":
-        roots = roots[::-1]  # a named version: the committed one first (the root may hold this run's own report)
-    for root in roots:
-        if before == "previous":
-            prev = previous_report(root, code_version()["package"])
-        else:
-            base = Path(root) / "claims" / before
-            paths = [base / "report.json"] + ([base / "partial" / paper / "report.json"] if paper else [])
-            found = [p for p in paths if p.is_file()]
-            prev = (before, json.loads(found[0].read_text())) if found else None
-        if prev:
-            break
-    if before != "previous" and not prev:
-        raise FileNotFoundError(f"no claims report {before} under {' or '.join(map(str, roots))}/claims to compare "
-                                "spreads with; give an existing version")
-    return prev
-
-
-def first_stage(results_root, paper: str) -> dict | None:
-    """The first-stage claims report (report.json) of this version that judged ``paper``: the whole report, else
-    the paper's partial one, under the results root, then under the committed results; None if there is none."""
-    import json
-
-    version = code_version()["package"]
-    for root in _report_roots(results_root):
-        base = Path(root) / "claims" / version
-        for path in (base / "report.json", base / "partial" / paper / "report.json"):
-            if path.is_file():
-                data = json.loads(path.read_text())
-                if any(c.get("paper") == paper for c in data.get("claims", [])):
-                    return data
-    return None
-
-
 def _load() -> str:
     try:
         return " ".join(f"{v:.1f}" for v in os.getloadavg())
@@ -557,7 +487,7 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     refuse_another_design(report_folder(results_root, scale, paper, out), looks, replace, paper_modules(paper))
 
     if scale == "replication" and before == "previous":  # beside a replication: the first stage it repeats
-        before = code_version()["package"]
+        before = paths.version()
     if is_own(paper) and before == "previous":  # a claims file of the user's has no earlier report to set beside
         before = None
     if scale == "replication" and not any(paper_scales(m, "replication") for m in paper_modules(paper)):
@@ -596,5 +526,5 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
         from .own import provenance
 
         meta["claims_file"] = provenance(paper)
-    paths = write_report(results, report_folder(results_root, scale, paper, out), meta, prev)
-    return {"papers": results, "paths": paths}
+    written = write_report(results, report_folder(results_root, scale, paper, out), meta, prev)
+    return {"papers": results, "paths": written}
