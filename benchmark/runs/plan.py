@@ -36,7 +36,7 @@ import algorithms
 
 from benchmark import models
 from benchmark.datasets.federated_dataset import FederatedDataset
-from benchmark.runs import batched, checkpoint, cost
+from benchmark.runs import batched, checkpoint, cost, malloc
 from benchmark.runs.build import load_dataset, make_result, prepare
 from benchmark.runs.experiment import Experiment
 from benchmark.runs.record import RunResult, run_code_version
@@ -386,6 +386,7 @@ def execute(job: Job, *, observers: Sequence[Sequence] | None = None, init: torc
     it), unused with ``init``, ``lr_schedule`` or ``optimizer``.
     """
     rule = use_threads(job.threads)
+    malloc.keep_freed_blocks()
     with phases.phase("job"):
         yield from _execute(job, observers, init, lr_schedule, optimizer, rule)
 
