@@ -30,8 +30,8 @@ print(on, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-def _faults(env_value: str) -> tuple[str, int]:
-    env = {**os.environ, "FEDREPRO_MALLOC": env_value}
+def _faults(env_value: str, **more) -> tuple[str, int]:
+    env = {**os.environ, "FEDREPRO_MALLOC": env_value, **more}
     out = subprocess.run([sys.executable, "-c", LOOP], capture_output=True, text=True, env=env, timeout=120,
                          cwd=ROOT, check=True)
     on, faults = out.stdout.split()
@@ -45,6 +45,14 @@ def test_freed_blocks_are_reused_instead_of_faulted_in_again():
     assert (on, off) == ("True", "False")
     assert fresh > 40 * 3 * 1900, fresh  # ~2,000 fresh 4 KiB pages per 8 MB block: 273,840 in 40 steps here
     assert kept < fresh / 5, (kept, fresh)  # 3,873-16,168 here (the heap grows with the blocks)
+
+
+@glibc
+def test_the_environments_own_malloc_settings_win():
+    """tests/memory_cap.py starts its child with MALLOC_MMAP_THRESHOLD_ so that freed tensors give back their
+    address space: that setting must stay."""
+    on, faults = _faults("1", MALLOC_MMAP_THRESHOLD_="131072")
+    assert on == "False" and faults > 40 * 3 * 1900, faults
 
 
 def test_a_run_is_the_same_with_and_without_it():

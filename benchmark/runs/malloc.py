@@ -8,14 +8,18 @@ faulted thousands of fresh pages in: ~31,000 page faults per round of FedSWA's c
 time per round (code 026cb1b, one thread). With the threshold at glibc's maximum and the top trimmed only above 1 GiB, the freed
 blocks serve the next step and the faults go (the process keeps its peak heap until it ends).
 
-Exact: where memory comes from changes no arithmetic. ``FEDREPRO_MALLOC=0`` leaves malloc as it is; a C
-library other than glibc is left as it is.
+Exact: where memory comes from changes no arithmetic. Left as it is: with ``FEDREPRO_MALLOC=0``; where the
+environment sets glibc's malloc itself (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD_``,
+``MALLOC_MMAP_MAX_``, a ``glibc.malloc`` tunable): its settings win; under an address-space cap (``RLIMIT_AS``),
+where a heap that keeps what was freed would hold address space that a batched group halved after a
+``MemoryError`` needs again (``benchmark.runs.oom``; tests/memory_cap.py); with a C library other than glibc.
 """
 from __future__ import annotations
 
 import ctypes
 import os
 import platform
+import resource
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 MMAP_THRESHOLD_MAX = 32 << 20  # glibc's largest mmap threshold on a 64-bit system (mallopt refuses more)
@@ -23,8 +27,17 @@ MMAP_THRESHOLD_MAX = 32 << 20  # glibc's largest mmap threshold on a 64-bit syst
 _done: bool | None = None
 
 
+_GLIBC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
+
+
 def enabled() -> bool:
-    return os.environ.get("FEDREPRO_MALLOC", "1").strip().lower() not in ("0", "false", "no", "off")
+    """Whether ``keep_freed_blocks`` may set malloc: not turned off, not set by the environment, no address-space
+    cap (module docstring)."""
+    if os.environ.get("FEDREPRO_MALLOC", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    if any(k in os.environ for k in _GLIBC_ENV) or "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", ""):
+        return False
+    return resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY
 
 
 def keep_freed_blocks() -> bool:
