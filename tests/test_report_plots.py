@@ -10,7 +10,15 @@ import matplotlib.colors as mcolors  # noqa: E402
 import matplotlib.figure  # noqa: E402
 import pytest  # noqa: E402
 
+import matplotlib.pyplot as plt  # noqa: E402
 from benchmark.reports import leaderboard as report, plots as report_plots, style as report_style  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """``curve_figures`` returns open figures (``plot_curves`` saves and closes them); the tests close theirs."""
+    yield
+    plt.close("all")
 
 
 def _rec(alg, partition, seed=0, status="ok", rounds=6, bits=1000, level=0.5):
