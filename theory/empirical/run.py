@@ -22,13 +22,11 @@ from benchmark.campaign import runner, tuning, suite as campaign_suite
 from benchmark.runs import store
 from theory.stats.sequential import check_looks
 
-from . import is_own, paired
+from . import is_own, paired, paths
 from .claim import Budget
 from .family import alpha_at, described, family_of, scale_looks
 from .judge import Judge
 from .metrics import COMPANIONS, rounds_read
-from . import paths
-from .paths import before_report, first_stage, report_folder, runs_folder
 from .scale import CpuScale, FullScale, arm_matches, paper_scales, plan_lines
 
 
@@ -382,7 +380,8 @@ def run_paper(paper, scale="cpu", results_root="results", version: str | None = 
         claims = open_claims(sc, claims_at(sc, paper.CLAIMS), first)
         if not claims:
             return None
-        judge, tuned, counts = run_cpu(paper, sc, claims, runs_folder(results_root, version, sc.name), looks, seeds,
+        folder = paths.runs_folder(results_root, version, sc.name)
+        judge, tuned, counts = run_cpu(paper, sc, claims, folder, looks, seeds,
                                        seconds, backend, jobs, progress, run_missing or sc.name == "quick")
     else:
         raise ValueError(f"scale must be cpu, quick, full or a CpuScale, got {scale!r}")
@@ -451,7 +450,7 @@ def plan_claims(paper: str | None = None, scale: str = "cpu", looks: tuple | Non
                            "inconclusive_only": sc.inconclusive_only,
                            "looks": list(looks or sc.looks or scale_looks(m.BUDGET.looks, sc.max_seeds)), "plan": plan,
                            "seeds": [sc.seed_start, sc.seed_start + (looks[-1] if looks else sc.max_seeds) - 1],
-                           **({} if root is None else {"recorded": recorded(runs_folder(root, None, sc.name), sc,
+                           **({} if root is None else {"recorded": recorded(paths.runs_folder(root, None, sc.name), sc,
                                                                              m.ARMS, plan, read)})})
         budget = ({"looks": list(scs[0].looks), "cpu_minutes": sum(sc.cpu_minutes for sc in scs),
                    "reason": "the replications' own budgets"} if scale == "replication" else
@@ -484,7 +483,7 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     looks = design_looks(scale, looks)
     for m in paper_modules(paper):
         family_of(m)  # a bad ALPHA_SPLIT is refused before any run
-    refuse_another_design(report_folder(results_root, scale, paper, out), looks, replace, paper_modules(paper))
+    refuse_another_design(paths.report_folder(results_root, scale, paper, out), looks, replace, paper_modules(paper))
 
     if scale == "replication" and before == "previous":  # beside a replication: the first stage it repeats
         before = paths.version()
@@ -493,7 +492,7 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     if scale == "replication" and not any(paper_scales(m, "replication") for m in paper_modules(paper)):
         have = [m.PAPER for m in paper_modules() if paper_scales(m, "replication")]
         raise ValueError(f"{paper or 'no paper'} declares no replication; papers with one: {', '.join(have)}")
-    prev = before_report(results_root, before, paper)
+    prev = paths.before_report(results_root, before, paper)
     if scale == "replication" and prev:  # its share was declared with the first stage's
         refuse_changed_family(prev[1], paper_modules(paper), f"its first stage (the {prev[0]} report)")
 
@@ -503,7 +502,7 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
         spent = 0.0
         for sc in scales_of(m, scale):  # a paper's scales in turn, sharing its CPU budget (a replication: its own)
             try:
-                first = first_stage(results_root, m.PAPER) if getattr(sc, "inconclusive_only", False) else None
+                first = paths.first_stage(results_root, m.PAPER) if getattr(sc, "inconclusive_only", False) else None
                 got = run_paper(m, sc, results_root, None, backend, jobs, progress, run_missing, looks, spent, first)
                 if got is None:  # a replication whose first stage decided every claim it would repeat
                     decided.append(f"{m.PAPER} ({sc.replicates} scale)")
@@ -526,5 +525,5 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
         from .own import provenance
 
         meta["claims_file"] = provenance(paper)
-    written = write_report(results, report_folder(results_root, scale, paper, out), meta, prev)
+    written = write_report(results, paths.report_folder(results_root, scale, paper, out), meta, prev)
     return {"papers": results, "paths": written}
