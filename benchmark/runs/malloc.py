@@ -5,8 +5,8 @@ start, raised as such blocks are freed, at most 32 MiB) fresh pages from the ker
 free, and gives back the heap's free top above its trim threshold. A vectorized local step makes and frees
 model-sized temporaries every step (FedSWA's MLP, 10 clients x 199,210 float32: 8 MB each), so each step
 faulted thousands of fresh pages in: ~31,000 page faults per round of FedSWA's claims cell, about 13% of its CPU
-time per round (code 026cb1b, one thread). With the threshold at glibc's maximum and the top trimmed only above 1 GiB, the freed
-blocks serve the next step and the faults go (the process keeps its peak heap until it ends).
+time per round (code 026cb1b, one thread). With the threshold at glibc's maximum and the top trimmed only above
+1 GiB, the freed blocks serve the next step and the faults go (the process keeps its peak heap until it ends).
 
 Exact: where memory comes from changes no arithmetic. Left as it is: with ``FEDREPRO_MALLOC=0``; where the
 environment sets glibc's malloc itself (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD_``,
@@ -23,11 +23,9 @@ import resource
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 MMAP_THRESHOLD_MAX = 32 << 20  # glibc's largest mmap threshold on a 64-bit system (mallopt refuses more)
+_GLIBC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
 
 _done: bool | None = None
-
-
-_GLIBC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
 
 
 def enabled() -> bool:
@@ -42,7 +40,7 @@ def enabled() -> bool:
 
 def keep_freed_blocks() -> bool:
     """Raise glibc's mmap threshold to its maximum and its trim threshold to 1 GiB, once per process; whether malloc is
-    set so (False: another C library, ``FEDREPRO_MALLOC=0``, or mallopt refused)."""
+    set so (False: not ``enabled``, another C library, or mallopt refused)."""
     global _done
     if _done is None:
         _done = False
