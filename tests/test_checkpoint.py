@@ -4,11 +4,13 @@ other code, or that do not line up in a batched job, are ignored with a message;
 the run. Every registered algorithm passes ``contract.resumes`` (tests/test_contract.py)."""
 import dataclasses
 import json
+import shutil
+import subprocess
 
 import pytest
 import torch
 
-from benchmark.runs import checkpoint, plan
+from benchmark.runs import checkpoint, plan, record
 from benchmark.contract import checks as contract
 from benchmark.sim import engine
 from benchmark.campaign import runner
@@ -103,6 +105,57 @@ def test_a_checkpoint_of_other_code_is_ignored(tmp_path, capsys):
     [(_, res)] = list(plan.execute(job))
     assert "written by other code" in capsys.readouterr().err
     assert "resumed_from_round" not in res.execution and len(res.history) == 4
+
+
+def test_a_checkpoint_of_a_commit_that_changed_no_code_is_resumed(tmp_path, capsys, monkeypatch):
+    """A commit between that touched no code folder (``record.same_run_code``) keeps the checkpoint: the run
+    resumes and ends as one that never stopped."""
+    exp = tiny_experiment("fedavg", rounds=4)
+    job = _stopped_job(tmp_path, [exp], 2)
+    f = checkpoint.path(tmp_path, exp.config_hash())
+    st = torch.load(f, weights_only=False)
+    checkpoint.write(f, {**st, "code_version": {**st["code_version"], "git_commit": "e" * 40}})
+    monkeypatch.setattr(record, "same_run_code", lambda a, b: a["git_commit"] == "e" * 40)
+    [(_, res)] = list(plan.execute(job))
+    assert "whose algorithms, benchmark, theory are those of" in capsys.readouterr().err
+    assert res.execution["resumed_from_round"] == 2
+    assert _strip(res.history) == _strip(plan.run(exp).history)
+
+
+def _git(root, *args):
+    return subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_same_run_code_reads_only_the_code_folders(tmp_path):
+    """Commits that differ outside ``record.CODE_DIRS`` compute the same runs; one that changed a file under
+    them (the planted defect), an unknown commit, a dirty tree or another package version do not."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "algorithms").mkdir()
+    (tmp_path / "algorithms" / "a.py").write_text("x = 1\n")
+    (tmp_path / "README.md").write_text("one\n")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "a")
+    a = _git(tmp_path, "rev-parse", "HEAD")
+    (tmp_path / "README.md").write_text("two\n")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "r.json").write_text("{}\n")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "docs")
+    b = _git(tmp_path, "rev-parse", "HEAD")
+    (tmp_path / "algorithms" / "a.py").write_text("x = 2\n")
+    _git(tmp_path, "commit", "-qam", "code")
+    c = _git(tmp_path, "rev-parse", "HEAD")
+    v = lambda commit, **kw: {"package": "0.4.0", "git_commit": commit, "git_dirty": False, **kw}  # noqa: E731
+    same = lambda x, y: record.same_run_code(x, y, root=str(tmp_path))  # noqa: E731
+    assert same(v(a), v(b)) and same(v(b), v(a))
+    assert not same(v(a), v(c)) and not same(v(b), v(c))
+    assert not same(v(a), v("0" * 40))
+    assert not same(v(a, git_dirty=True), v(b)) and not same(v(a), v(b, package="0.5.0"))
+    assert not same(v(a, plugins=[{"sha256": "1"}]), v(b, plugins=[{"sha256": "2"}]))
+    assert not same(None, v(b)) and not same(v(None), v(b))
 
 
 def test_an_unwritable_checkpoint_folder_does_not_stop_the_run(tmp_path, capsys):

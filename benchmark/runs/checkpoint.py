@@ -22,7 +22,9 @@ Where: ``<results folder>/.checkpoints/<config_hash>.pt`` (git-ignored), written
 write leaves the previous checkpoint); the runner removes it once the run's record is written. A checkpoint is
 used only by the same cell (config hash) with the same code (``experiment.run_code_version``: package, git
 commit and dirty flag, plugins; two edits of a dirty tree cannot be told apart, as in the records); any other
-is ignored, and the run starts from round 0. The record of a resumed
+is ignored, and the run starts from round 0, except a checkpoint of an earlier clean commit whose code folders
+(``record.CODE_DIRS``) git shows unchanged (a commit of results or documents between: the same runs, bit for
+bit). The record of a resumed
 run says ``execution.resumed_from_round`` and counts the wall time of every piece.
 """
 from __future__ import annotations
@@ -36,6 +38,8 @@ from typing import Callable, Sequence
 import torch
 
 from algorithms.core import tree_map
+
+from benchmark.runs import record
 
 FORMAT = 1
 FOLDER = ".checkpoints"  # inside a results folder
@@ -96,9 +100,12 @@ def read(file: Path, config_hash: str, code: dict, device: torch.device) -> dict
     if not isinstance(st, dict) or st.get("format") != FORMAT or st.get("config_hash") != config_hash:
         return None
     if st.get("code_version") != code:
-        print(f"fedrepro: checkpoint {file} was written by other code ({st.get('code_version')}); the run starts "
-              "from round 0", file=sys.stderr)
-        return None
+        if not record.same_run_code(st.get("code_version"), code):
+            print(f"fedrepro: checkpoint {file} was written by other code ({st.get('code_version')}); the run "
+                  "starts from round 0", file=sys.stderr)
+            return None
+        print(f"fedrepro: checkpoint {file} was written at commit {st['code_version']['git_commit'][:12]}, whose "
+              f"{', '.join(record.CODE_DIRS)} are those of {code['git_commit'][:12]}: resumed", file=sys.stderr)
     return st
 
 

@@ -46,22 +46,49 @@ def package_version() -> str:
         return "0+unknown"
 
 
+#: the folders whose code computes a run's numbers: a change elsewhere (results, tests, documents) changes none
+CODE_DIRS = ("algorithms", "benchmark", "theory")
+
+
+def _root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 @lru_cache(maxsize=1)
 def code_version() -> dict:
     pkg = package_version()
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = _root()
     commit, dirty = None, None
     try:
         commit = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
                                 timeout=10).stdout.strip() or None
         if commit:
             # untracked (not ignored) files count: a new algorithm module changes results too
-            st = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "algorithms", "benchmark",
-                                 "theory"], capture_output=True, text=True, timeout=10).stdout
+            st = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", *CODE_DIRS],
+                                capture_output=True, text=True, timeout=10).stdout
             dirty = bool(st.strip())
     except (OSError, subprocess.SubprocessError):
         pass
     return {"package": pkg, "git_commit": commit, "git_dirty": dirty}
+
+
+def same_run_code(a: dict | None, b: dict | None, root: str | None = None) -> bool:
+    """Whether two ``code_version``s (or ``run_code_version``s) compute the same runs although their commits
+    differ: the same package version and plugins, both trees clean, and git shows no difference between the
+    two commits under :data:`CODE_DIRS` (the later commit touched only results, tests or documents). False
+    wherever git cannot tell (a commit it does not have, no git): a checkpoint is then not resumed."""
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    ca, cb = a.get("git_commit"), b.get("git_commit")
+    rest = lambda v: {k: x for k, x in v.items() if k != "git_commit"}  # noqa: E731
+    if not ca or not cb or rest(a) != rest(b) or a.get("git_dirty") is not False:
+        return False
+    try:
+        rc = subprocess.run(["git", "-C", root or _root(), "diff", "--quiet", ca, cb, "--", *CODE_DIRS],
+                            capture_output=True, timeout=30).returncode
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return rc == 0
 
 
 def run_code_version(algorithm: str) -> dict:
