@@ -80,13 +80,19 @@ def gpu_section(paper: str) -> list[str]:
                f"python3 -m benchmark.cli run --suite {name} --device cuda --data-root .data",
                f"python3 -m benchmark.cli report --suite {name}   # leaderboard beside the paper's numbers"]
     md += [f"python3 -m benchmark.cli claims --scale full --paper {paper} --no-run   # the claims on those cells",
-           "```", "", "On a CPU, the claims at the scales above:", "", "```bash",
-           f"fedrepro claims --paper {paper}            # the full report's scales (see the plan above)",
-           f"fedrepro claims --quick --paper {paper}    # a smoke test in seconds, not a verdict"]
+           "```", "", "On a CPU, the claims at the scales above. With `--publish` the repository's archived run records "
+           "of this version are restored first (`theory/empirical/archive.py`), so a fresh clone judges them again "
+           "or resumes from them; without it every cell runs anew under `./runs`:", "", "```bash",
+           f"fedrepro claims --paper {paper} --publish --no-run   # the verdicts again from the archived records "
+           "(seconds; nothing runs)",
+           f"fedrepro claims --paper {paper} --publish            # resume: only the cells without a record run",
+           f"fedrepro claims --paper {paper}                      # every cell anew (see the plan above)",
+           f"fedrepro claims --quick --paper {paper}              # a smoke test in seconds, not a verdict"]
     from . import empirical
     from .empirical.scale import paper_scales
 
     if paper_scales(empirical.paper(paper), "replication"):
-        md += [f"fedrepro claims --scale replication --paper {paper}   # the undecided claims on fresh seeds"]
+        md += [f"fedrepro claims --scale replication --paper {paper} --publish   # the undecided claims on fresh "
+               "seeds (resumes too)"]
     md += [f"fedrepro report --paper {paper} --publish  # regenerate this page", "```", ""]
     return md

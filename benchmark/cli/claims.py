@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from . import args
 from .errors import resume_hint
@@ -157,12 +158,42 @@ def tuning_noise(a) -> int:
     return 0
 
 
+def restore_archived(a) -> None:
+    """Before a plan or a run that reads the papers' records (not --quick, --rerender or --claims): with --publish
+    the repository's archives of this version's records (``theory.empirical.archive``) are unpacked into
+    results/claims/<version> where a record is missing, so a fresh clone resumes from them instead of running
+    them again (--no-archive: not); into another root nothing is unpacked, and a line says what --publish would
+    reuse."""
+    from benchmark.reports.leaderboard import committed_results
+    from theory.empirical import archive
+    from theory.empirical.paths import version
+
+    if a.quick or a.rerender or a.claims or a.no_archive:
+        return
+    committed, root = committed_results(), args.results_root(a)
+    if committed is None:
+        return
+    if Path(root).resolve() != committed.resolve():
+        found = archive.archives(committed, version())
+        if found and not (Path(root) / "claims" / version()).exists():
+            print(f"fedrepro: {root}/claims/{version()} is empty: its cells run anew; the repository archives this "
+                  f"version's finished records ({', '.join(str(f.relative_to(committed.parent)) for f in found)}), "
+                  "which --publish resumes from", file=sys.stderr)
+        return
+    for arc, wrote, kept in archive.restore(root, version()):
+        if wrote:
+            print(f"fedrepro: {wrote} archived records restored from {arc.relative_to(committed.parent)} into "
+                  f"{Path(root).relative_to(committed.parent)}/claims/{version()} ({kept} already there): those "
+                  "cells are not run again", file=sys.stderr)
+
+
 def cmd_claims(a) -> int:
     from theory.empirical.report import key_number
 
     looks = _looks(a)  # before anything runs
     if a.claims:
         own_claims(a)
+    restore_archived(a)
     if a.tuning_scales and not a.tuning_noise:
         raise ValueError("--tuning-scales chooses the scales of --tuning-noise SEED ...; give the extra tuning seeds too")
     if a.tuning_noise:
@@ -255,6 +286,10 @@ def add_parser(sub) -> None:
     p.add_argument("--tuning-scales", nargs="+", metavar="PAPER:SCALE",
                    help="with --tuning-noise: these scales only, e.g. lfl:cpu fedswa:cpu4x (default: every CPU scale "
                         "of --paper, or of every paper)")
+    p.add_argument("--no-archive", action="store_true",
+                   help="with --publish: do not unpack the repository's archived records of this version "
+                        "(results/in-progress/claims-<version>-*.tar.gz, results/claims/<version>/records*.tar.gz) "
+                        "where a record is missing; by default they are, so a fresh clone resumes from them")
     p.add_argument("--backend", choices=["local", "process", "ray"], default="local", help="how cells run")
     p.add_argument("--jobs", type=int, default=None, help="parallel workers for --backend process")
     args.results_flags(p, "the report goes to <root>/claims/<version>, its cells' records to .../runs")
