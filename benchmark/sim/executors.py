@@ -5,8 +5,8 @@ tensors, the optimizer, the round, and each run's :class:`RunRound`: downlink, s
 learning rate, seed, batched hyperparameters) and returns a :class:`RoundOutput` per run.
 
 Both executors build the same ``ClientContext`` for each client: batches are index gathers into the training
-tensors, gradients come from ``torch.func`` on a functional copy of the model (``benchmark.sim.functional``),
-randomness from a counter-based ``CounterRng`` keyed by (seed, round, client). The vectorized executor
+tensors, gradients come from ``torch.func`` on a functional copy of the model (``benchmark.sim.functional``;
+a plain chain's loss gradient under vmap from its backward written out, ``benchmark.sim.chain_grad``), randomness from a counter-based ``CounterRng`` keyed by (seed, round, client). The vectorized executor
 stacks the sampled clients (of every run of the job) and runs ``Algorithm.local_update`` once under
 ``torch.func.vmap``; clients with fewer local steps are masked (a masked step leaves every carried tensor
 unchanged), and partial batches are padded with zero-weight samples. Hence both executors give the same
@@ -34,7 +34,7 @@ from torch.func import vmap
 from algorithms.core import Algorithm, CounterRng, Message, splitmix64, stack_trees, tree_map, unstack_tree
 
 from benchmark.sim import EXECUTORS, GRAPH, is_compile_mode
-from benchmark.sim import vmap_layers
+from benchmark.sim import chain_grad, vmap_layers
 from benchmark.sim.compiling import GraphCaptureError, compile_local
 from benchmark.sim.functional import Batch, FunctionalModel
 from benchmark.sim.gradients import grad_and_value
@@ -278,6 +278,15 @@ class ClientContext:
         return loss, g
 
     def loss_and_grad(self, params: torch.Tensor, batch: Batch, update_stats: bool = True):
+        fm = self.fmodel
+        if fm.chain_grad is not None and not self.setup.trim_padding and chain_grad.only_vmap():
+            got = chain_grad.value_and_grad(fm.chain_grad, fm.layout, params, batch.x, batch.y, batch.w)
+            if got is not None:  # a plain chain under vmap: the same numbers without torch.func's grad
+                loss, g = got
+                if self._step_grads is not None:
+                    self._step_grads.append(g)
+                self._step_loss = loss.detach()
+                return loss, g
         return self.value_and_grad(lambda p, model_fn, b: self.criterion(model_fn(p, b.x), b), params, batch,
                                    update_stats)
 

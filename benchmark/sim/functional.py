@@ -34,7 +34,7 @@ from algorithms.core import CounterRng, ParamLayout
 from algorithms.core.rng import _GOLDEN as _POSITION, _lsr, _to_signed, splitmix64
 
 from benchmark.models import stages
-from benchmark.sim import vmap_layers
+from benchmark.sim import chain_grad, vmap_layers
 
 _STREAM = 0x94D049BB133111EB  # CounterRng: stream of draw c = splitmix64(key + c * _STREAM)
 _NO_STREAM = torch.zeros(0, dtype=torch.int64)  # a forward without an rng: dropout off
@@ -296,6 +296,8 @@ class FunctionalModel:
                       for m in module.modules())
         plain = None if special else _Variant(module, True, True)  # nothing to vary: one copy serves all
         self._variants = {(w, t): plain or _Variant(module, w, t) for w in (True, False) for t in (True, False)}
+        #: a plain chain's gradient written out under vmap (``benchmark.sim.chain_grad``), or None
+        self.chain_grad = chain_grad.plan(plain.ops if plain else None, self.loss, task, self.layout)
         self.bn_names = list(self._variants[True, True].bn)
         self._momentum = {n: module.get_submodule(n).momentum for n in self.bn_names}
         self._channels = {n: module.get_submodule(n).running_mean.shape for n in self.bn_names}

@@ -1,6 +1,7 @@
 """One client's gradient: ``torch.func.grad_and_value`` under a transform, plain autograd outside one.
 
-The vectorized executor differentiates inside ``torch.func.vmap``, so it needs torch.func's ``grad``. The
+The vectorized executor differentiates inside ``torch.func.vmap``, so it needs torch.func's ``grad`` (except a plain
+chain model's loss gradient, written out in ``benchmark.sim.chain_grad``). The
 sequential executor runs one client at a time with no transform around it, where ``torch.func.grad`` wraps
 every tensor of the forward and backward in a grad-tracking wrapper and dispatches each op through functorch's
 layer stack: Python and dispatch per op, which on a small model (GradMA's MLP, three gradients per local step)
