@@ -6,8 +6,8 @@ learning rate, seed, batched hyperparameters) and returns a :class:`RoundOutput`
 
 Both executors build the same ``ClientContext`` for each client: batches are index gathers into the training
 tensors, gradients come from ``torch.func`` on a functional copy of the model (``benchmark.sim.functional``;
-a plain chain's loss gradient under vmap from its backward written out, ``benchmark.sim.chain_grad``), randomness from a counter-based ``CounterRng`` keyed by (seed, round, client). The vectorized executor
-stacks the sampled clients (of every run of the job) and runs ``Algorithm.local_update`` once under
+a plain chain's loss gradient under vmap from its backward written out, ``benchmark.sim.chain_grad``),
+randomness from a counter-based ``CounterRng`` keyed by (seed, round, client). The vectorized executor stacks the sampled clients (of every run of the job) and runs ``Algorithm.local_update`` once under
 ``torch.func.vmap``; clients with fewer local steps are masked (a masked step leaves every carried tensor
 unchanged), and partial batches are padded with zero-weight samples. Hence both executors give the same
 numbers up to float rounding. Nothing is stored on a shared object during a step: what a forward needs
@@ -267,13 +267,17 @@ class ClientContext:
 
         g, (loss, stats) = grad_and_value(wrapped, args)
         forwards = fns[0].forwards
-        if self._step_grads is not None:
-            self._step_grads.append(g)
         if fm.bn_names and forwards > 1:
             raise RuntimeError(f"the objective ran {forwards} training forwards on one batch; run one (model_fn "
                                "or model_fn.stages) and use model_fn.reference for frozen models")
         if stats and update_stats:
             self.buffers = fm.updated_buffers(self.buffers, stats)
+        return self._took(loss, g)
+
+    def _took(self, loss: torch.Tensor, g):
+        """A step's gradient taken: kept for the step hook (sequential) and its loss for the log."""
+        if self._step_grads is not None:
+            self._step_grads.append(g)
         self._step_loss = loss.detach()
         return loss, g
 
@@ -282,11 +286,7 @@ class ClientContext:
         if fm.chain_grad is not None and not self.setup.trim_padding and chain_grad.only_vmap():
             got = chain_grad.value_and_grad(fm.chain_grad, fm.layout, params, batch.x, batch.y, batch.w)
             if got is not None:  # a plain chain under vmap: the same numbers without torch.func's grad
-                loss, g = got
-                if self._step_grads is not None:
-                    self._step_grads.append(g)
-                self._step_loss = loss.detach()
-                return loss, g
+                return self._took(*got)
         return self.value_and_grad(lambda p, model_fn, b: self.criterion(model_fn(p, b.x), b), params, batch,
                                    update_stats)
 
