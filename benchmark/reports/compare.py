@@ -15,7 +15,10 @@
 * Theory verdicts: ``results/theory/<v>/report.json``, claim by claim; a changed verdict is listed with the new
   report's reason for it (theory reports from 0.4.0 give one for every VIOLATED, PREMISE FAILS, NOT REPRODUCED
   and every INCONCLUSIVE that the hypotheses decided).
-* Empirical-claim verdicts: ``results/claims/<v>/report.json`` (CPU scale) and ``.../full/report.json``.
+* Empirical-claim verdicts: on the CPU scales each claim's standing (``claims_changes``: the first stage's verdict,
+  or its replication's where the first stage left it INCONCLUSIVE), every changed one with the two versions'
+  protocols side by side (scale, seeds, metric, margin, paired differences, each compared arm's tuning); the
+  full scale from ``results/claims/<v>/full/report.json``.
 """
 from __future__ import annotations
 
@@ -27,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 from tabulate import tabulate
+
+from benchmark.reports import claims_changes
 
 _DESCRIPTIVE = ("algorithm", "algorithm_args", "dataset", "partition", "num_clients", "clients_per_round", "rounds",
                 "model")
@@ -125,7 +130,7 @@ def compare(results: Path, old: str, new: str) -> dict:
             suites[d.name] = compare_suite(a, b)
     return {"old": old, "new": new, "suites": suites,
             "theory": compare_verdicts(results / "theory" / old / "report.json", results / "theory" / new / "report.json"),
-            "claims": compare_verdicts(results / "claims" / old / "report.json", results / "claims" / new / "report.json"),
+            "claims": claims_changes.compare_standings(results, old, new),
             "claims_full": compare_verdicts(results / "claims" / old / "full" / "report.json",
                                             results / "claims" / new / "full" / "report.json")}
 
@@ -165,7 +170,7 @@ def markdown(c: dict) -> str:
             rows = [[m["cell"], m["old"], m["new"]] for m in s["status_changed"]]
             out += [tabulate(rows, headers=["cell", f"status {c['old']}", f"status {c['new']}"], tablefmt="github"),
                     ""]
-    for key, title in (("theory", "Theory verdicts"), ("claims", "Empirical-claim verdicts (CPU scale)"),
+    for key, title in (("theory", "Theory verdicts"), ("claims", "Empirical-claim verdicts (CPU scales)"),
                        ("claims_full", "Empirical-claim verdicts (full scale)")):
         v = c[key]
         out += [f"## {title}", ""]
@@ -181,6 +186,13 @@ def markdown(c: dict) -> str:
                               for x in v["changed"]],
                              headers=["claim", c["old"], c["new"]] + ([f"why ({c['new']}'s reason)"] if why else []),
                              tablefmt="github"), ""]
+        if key == "claims":
+            out += ["A claim's verdict here is its standing: the first stage's, or its declared replication's where "
+                    "the first stage left it INCONCLUSIVE (marked \"replication\"). Each changed one follows with the "
+                    "two versions' protocols side by side, as their reports state them.", ""]
+            for x in v["changed"]:
+                out += [f"### {x['id']}: {x['old']} -> {x['new']}", ""] + [f"- {_cell(line)}" for line in x["why"]]
+                out += [""]
         if v["added"]:
             out += ["Added: " + ", ".join(f"`{i}`" for i in v["added"]), ""]
         if v["removed"]:

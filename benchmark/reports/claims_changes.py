@@ -1,0 +1,148 @@
+"""Why an empirical claim's verdict changed between two versions (``fedrepro report --compare OLD NEW``, issue 43).
+
+A claim's *standing* in a version is the verdict of the last stage that judged it: the first stage
+(``claims/<v>/report.json``) or, where that left the claim INCONCLUSIVE, its declared replication
+(``claims/<v>/replication/report.json``, whose scales are named ``<scale>-rep``). A claim judged at several scales
+(a main claim again at 4x the compute) has one standing per scale. For every claim whose standing changed, the two
+versions' protocols are set side by side from the reports alone: the scale and stage, how many paired seeds and why
+they stopped, the deciding metric, the smallest effect that matters, each compared pair's mean difference with its
+interval, and the tuning of every arm the claim compares (the chosen point, its validation score, on how many
+tuning seeds, whether it lies at an edge of its grid that the rule could still extend, or a value fixed by the
+protocol with its reason). Nothing is recomputed: what the two reports say, in one place, so that a changed
+verdict reads with its cause (a better-tuned baseline, another metric, more seeds) next to it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmark.campaign.tuning import at_edge, point_label
+
+REP = "-rep"  # the suffix of a replication's scale
+
+
+def _load(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _entries(report: dict, stage: str) -> list[dict]:
+    """One entry per judged claim row of a claims report: its summary row, the paper section (scale, tuning) and
+    the claim's full record (comparisons, metric, margin) that the row came from."""
+    papers = report.get("papers", [])
+    out = []
+    for row in report.get("claims", []):
+        paper = next((p for p in papers if p.get("paper") == row.get("paper")
+                      and (p.get("scale") or {}).get("scale") == row.get("scale")), None)
+        claim = next((c for c in (paper or {}).get("claims", []) if c.get("id") == row["id"]), None)
+        out.append({"row": row, "paper": paper, "claim": claim, "stage": stage})
+    return out
+
+
+def standings(root: Path, version: str) -> dict[str, dict] | None:
+    """{key: entry} of a version's claims (None without a first-stage report): key the claim id for its first
+    scale and "id (scale scale)" for each further one, as the first-stage report orders them; the entry of the
+    replication where the first stage left the claim INCONCLUSIVE and a replication judged it."""
+    first = _load(Path(root) / "claims" / version / "report.json")
+    if first is None:
+        return None
+    rep = _load(Path(root) / "claims" / version / "replication" / "report.json") or {}
+    rep_rows = {(e["row"]["id"], e["row"].get("scale")): e for e in _entries(rep, "replication")}
+    out, seen = {}, set()
+    for e in _entries(first, "first stage"):
+        cid, scale = e["row"]["id"], e["row"].get("scale")
+        key = cid if cid not in seen else f"{cid} ({scale} scale)"
+        seen.add(cid)
+        again = rep_rows.get((cid, f"{scale}{REP}"))
+        out[key] = again if e["row"]["verdict"] == "INCONCLUSIVE" and again is not None else e
+    return out
+
+
+def shown(e: dict) -> str:
+    """"VERDICT (scale)", or "VERDICT (scale, replication)"."""
+    row = e["row"]
+    where = row.get("scale") or "-"
+    return f"{row['verdict']} ({where}{', replication' if e['stage'] == 'replication' else ''})"
+
+
+def _tuning(e: dict, setting: str, arm: str) -> str:
+    t = ((e["paper"] or {}).get("tuning") or {}).get(f"{setting} / {arm}")
+    if t is None:
+        return "no tuning in the report"
+    if "fixed" in t:
+        return f"fixed, not tuned ({t['fixed']})"
+    if t.get("all_failed") or not t.get("points"):
+        return "nothing trained on any grid point"
+    pick = t["points"][t["chosen_index"]]
+    seeds = len(pick.get("validation_accuracy") or {})
+    score = "" if pick.get("mean") is None else f", validation {100 * pick['mean']:.1f}"
+    where = "at an edge of its grid" if at_edge(t) else "interior"
+    return (f"{point_label(pick['point'])}{score} on {seeds} tuning seed{'s' if seeds != 1 else ''}, {where} "
+            f"({len(t['points'])} points tried)") + "".join(_better_where_trained(t, pick))
+
+
+def _better_where_trained(t: dict, pick: dict) -> list[str]:
+    """", but <point> reached X on the k of n tuning seeds where it trained" for each point that lost to the
+    choice only by runs that diverged or failed (the score counts such a run at the accuracy it ended with)."""
+    if pick.get("mean") is None:
+        return []
+    out = []
+    for pt in t["points"]:
+        status, acc = pt.get("status") or {}, pt.get("validation_accuracy") or {}
+        bad = {s for s, v in status.items() if v != "ok"}
+        ok = [v for s, v in acc.items() if s not in bad and v is not None]
+        if pt is pick or not bad or not ok or sum(ok) / len(ok) <= pick["mean"]:
+            continue
+        out.append(f", but {point_label(pt['point'])} reached {100 * sum(ok) / len(ok):.1f} on the {len(ok)} of "
+                   f"{len(acc)} tuning seeds where it trained ({' and '.join(sorted({status[s] for s in bad}))} on "
+                   f"the other{'s' if len(bad) > 1 else ''})")
+    return out
+
+
+def _arms(e: dict) -> list[tuple[str, str]]:
+    """(setting, arm) of every arm the claim's comparisons name, in their order."""
+    out = []
+    for x in (e["claim"] or {}).get("comparisons", []):
+        for arm in (x["a"], x["b"]):
+            if (x["setting"], arm) not in out:
+                out.append((x["setting"], arm))
+    return out
+
+
+def explain(old_e: dict, new_e: dict, old: str, new: str) -> list[str]:
+    """The lines that set the two versions' judgements of one claim side by side (module docstring)."""
+    o, n = old_e["row"], new_e["row"]
+    lines = [f"{v}: **{e['row']['verdict']}** at the {e['row'].get('scale')} scale ({e['stage']})"
+             + (f", {seeds} paired seeds" if (seeds := e["row"].get("seeds_used") or e["row"].get("seeds")) else "")
+             + (f"; {e['row']['why_stopped']}" if e["row"].get("why_stopped") else "")
+             for v, e in ((old, old_e), (new, new_e))]
+    if o.get("metric") != n.get("metric"):
+        reason = (new_e["claim"] or {}).get("metric_reason")
+        lines.append(f"Deciding metric: `{o.get('metric')}` in {old}, `{n.get('metric')}` in {new}"
+                     + (f" ({new}'s reason: {reason})" if reason else ""))
+    om, nm = (o.get("margin") or {}).get("value"), (n.get("margin") or {}).get("value")
+    if om != nm:
+        lines.append(f"Smallest effect that matters (in the metric's units): {om} in {old}, {nm} in {new}"
+                     + (f" ({new}: {n['margin']['reason']})" if (n.get("margin") or {}).get("reason") else ""))
+    lines += [f"Paired differences in {v}: {e['row'].get('key_number') or '-'}" for v, e in ((old, old_e), (new, new_e))]
+    arms = _arms(new_e) or _arms(old_e)
+    for setting, arm in arms:
+        a, b = _tuning(old_e, setting, arm), _tuning(new_e, setting, arm)
+        lines.append(f"Tuning of `{setting} / {arm}`: {old}: {a}; {new}: {b}")
+    return lines
+
+
+def compare_standings(root: Path, old: str, new: str) -> dict:
+    """The claims whose standing changed between two versions' reports, each with ``explain``'s lines; the counts
+    of unchanged, added and removed ones (``compare.compare_verdicts``'s shape)."""
+    o, n = standings(root, old), standings(root, new)
+    base = Path(root) / "claims"
+    out = {"old_report": str(base / old / "report.json") if o is not None else None,
+           "new_report": str(base / new / "report.json") if n is not None else None}
+    o, n = o or {}, n or {}
+    both = [k for k in n if k in o]
+    out["changed"] = [{"id": k, "old": shown(o[k]), "new": shown(n[k]), "why": explain(o[k], n[k], old, new)}
+                      for k in both if o[k]["row"]["verdict"] != n[k]["row"]["verdict"]]
+    out["unchanged"] = sum(o[k]["row"]["verdict"] == n[k]["row"]["verdict"] for k in both)
+    out["added"] = [k for k in n if k not in o]
+    out["removed"] = [k for k in o if k not in n]
+    return out
