@@ -32,7 +32,7 @@ KINDS = ("linear", "relu", "flatten")
 
 def plan(ops: list | None, loss: str, task: str, layout) -> tuple | None:
     """What ``value_and_grad`` needs of a model (its chain ``ops``, its loss), or None where it does not apply."""
-    if ops is None or not ops or any(op[0] not in KINDS for op in ops) or not layout._split:
+    if ops is None or not ops or any(op[0] not in KINDS for op in ops) or not layout.tiles:
         return None
     if loss == "squared_hinge":
         kind = "squared_hinge"
