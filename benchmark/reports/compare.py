@@ -196,5 +196,7 @@ def markdown(c: dict) -> str:
         if v["added"]:
             out += ["Added: " + ", ".join(f"`{i}`" for i in v["added"]), ""]
         if v["removed"]:
-            out += ["Removed: " + ", ".join(f"`{i}`" for i in v["removed"]), ""]
+            gone = (f"Judged in {c['old']}, not in {c['new']} (a scale its protocol does not run, or a paper not judged "
+                    "yet)" if key == "claims" else "Removed")
+            out += [f"{gone}: " + ", ".join(f"`{i}`" for i in v["removed"]), ""]
     return "\n".join(out)
