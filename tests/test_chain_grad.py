@@ -104,17 +104,17 @@ def test_applies_only_to_plain_chains_under_vmap_alone():
 
 
 def test_a_layout_whose_slices_do_not_tile_the_vector_is_refused():
-    """``ParamLayout.tiles``: the flat gradient is one ``cat`` of the tensors' gradients in the slices' order, so a
-    layout with a gap or another order has no chain gradient."""
+    """``chain_grad.tiles``: the flat gradient is one ``cat`` of the tensors' gradients in the slices' order, so a
+    layout with a gap has no chain gradient."""
     from algorithms.core.layout import ParamLayout, ParamSlice
 
     fm = FunctionalModel(_mlp([4, 3]), "classification")
-    assert fm.layout.tiles and fm.chain_grad is not None
+    assert chain_grad.tiles(fm.layout) and fm.chain_grad is not None
     w, b = fm.layout.slices
     swapped = ParamLayout((ParamSlice(b.name, 0, b.numel, b.shape, b.kind),
                            ParamSlice(w.name, b.numel, b.numel + w.numel, w.shape, w.kind)))
     gap = ParamLayout((w, ParamSlice(b.name, w.stop + 1, w.stop + 1 + b.numel, b.shape, b.kind)))
-    assert swapped.tiles and not gap.tiles  # in order from 0 without a gap: swapped tiles too, in its own order
+    assert chain_grad.tiles(swapped) and not chain_grad.tiles(gap)  # swapped tiles too, in its own order
     ops = [("flatten",), ("linear", w.name, b.name)]
     assert chain_grad.plan(ops, "default", "classification", gap) is None
     assert chain_grad.plan(ops, "default", "classification", fm.layout) is not None

@@ -41,12 +41,6 @@ class ParamLayout:
         object.__setattr__(self, "_split", tuple(sizes))
 
     @property
-    def tiles(self) -> bool:
-        """Whether the slices tile the flat vector from 0 in their order (``unflatten`` is then one ``split``, and a
-        flat gradient one ``cat`` of the tensors' gradients in that order)."""
-        return bool(self._split)
-
-    @property
     def size(self) -> int:
         return self.slices[-1].stop if self.slices else 0
 
