@@ -459,5 +459,28 @@ def chosen_at_end(tuned: dict) -> list[tuple[str, dict]]:
     return [(k, t["points"][t["chosen_index"]]["point"]) for k, t in tuned.items() if at_edge(t)]
 
 
+def lost_to_failures(t: dict) -> list[dict]:
+    """The points of a tuning record (or its summary) that lost to its choice only by runs that diverged or failed:
+    each point whose mean over the tuning seeds where it trained beats the choice's score (the score counts such a
+    run at the accuracy it ended with), in the record's order, as {"point": its record, "trained": that mean,
+    "trained_on": those seeds, "seeds": its tuning seeds, "failed": the runs that did not end ok, "statuses": theirs,
+    sorted}; [] for a fixed pair, one where nothing trained, or a choice without a score."""
+    if "fixed" in t or not t.get("points") or t.get("all_failed"):
+        return []
+    pick = t["points"][t["chosen_index"]]
+    if pick.get("mean") is None:
+        return []
+    out = []
+    for pt in t["points"]:
+        status, acc = pt.get("status") or {}, pt.get("validation_accuracy") or {}
+        bad = {s: v for s, v in status.items() if v != "ok"}
+        ok = [v for s, v in acc.items() if s not in bad and v is not None]
+        if pt is pick or not bad or not ok or sum(ok) / len(ok) <= pick["mean"]:
+            continue
+        out.append({"point": pt, "trained": sum(ok) / len(ok), "trained_on": len(ok), "seeds": len(acc),
+                    "failed": len(bad), "statuses": sorted(set(bad.values()))})
+    return out
+
+
 def point_label(point: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in point.items())

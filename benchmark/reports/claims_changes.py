@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmark.campaign.tuning import at_edge, point_label
+from benchmark.campaign.tuning import at_edge, lost_to_failures, point_label
 
 REP = "-rep"  # the suffix of a replication's scale
 
@@ -77,25 +77,15 @@ def _tuning(e: dict, setting: str, arm: str) -> str:
     score = "" if pick.get("mean") is None else f", validation {100 * pick['mean']:.1f}"
     where = "at an edge of its grid" if at_edge(t) else "interior"
     return (f"{point_label(pick['point'])}{score} on {seeds} tuning seed{'s' if seeds != 1 else ''}, {where} "
-            f"({len(t['points'])} points tried)") + "".join(_better_where_trained(t, pick))
+            f"({len(t['points'])} points tried)") + "".join(_better_where_trained(t))
 
 
-def _better_where_trained(t: dict, pick: dict) -> list[str]:
+def _better_where_trained(t: dict) -> list[str]:
     """", but <point> reached X on the k of n tuning seeds where it trained" for each point that lost to the
-    choice only by runs that diverged or failed (the score counts such a run at the accuracy it ended with)."""
-    if pick.get("mean") is None:
-        return []
-    out = []
-    for pt in t["points"]:
-        status, acc = pt.get("status") or {}, pt.get("validation_accuracy") or {}
-        bad = {s for s, v in status.items() if v != "ok"}
-        ok = [v for s, v in acc.items() if s not in bad and v is not None]
-        if pt is pick or not bad or not ok or sum(ok) / len(ok) <= pick["mean"]:
-            continue
-        out.append(f", but {point_label(pt['point'])} reached {100 * sum(ok) / len(ok):.1f} on the {len(ok)} of "
-                   f"{len(acc)} tuning seeds where it trained ({' and '.join(sorted({status[s] for s in bad}))} on "
-                   f"the other{'s' if len(bad) > 1 else ''})")
-    return out
+    choice only by runs that diverged or failed (``benchmark.campaign.tuning.lost_to_failures``)."""
+    return [f", but {point_label(x['point']['point'])} reached {100 * x['trained']:.1f} on the {x['trained_on']} of "
+            f"{x['seeds']} tuning seeds where it trained ({' and '.join(x['statuses'])} on the "
+            f"other{'s' if x['failed'] > 1 else ''})" for x in lost_to_failures(t)]
 
 
 def _arms(e: dict) -> list[tuple[str, str]]:

@@ -32,7 +32,8 @@ KINDS = ("linear", "relu", "flatten")
 
 def plan(ops: list | None, loss: str, task: str, layout) -> tuple | None:
     """What ``value_and_grad`` needs of a model (its chain ``ops``, its loss), or None where it does not apply."""
-    if ops is None or not ops or any(op[0] not in KINDS for op in ops) or not tiles(layout):
+    # ``ParamLayout._split`` is empty unless the slices tile the vector from 0 in order (the flat gradient's one cat)
+    if ops is None or not ops or any(op[0] not in KINDS for op in ops) or not layout._split:
         return None
     if loss == "squared_hinge":
         kind = "squared_hinge"
@@ -44,17 +45,6 @@ def plan(ops: list | None, loss: str, task: str, layout) -> tuple | None:
     if sorted(names) != sorted(layout.names) or len(set(names)) != len(names):
         return None
     return tuple(ops), kind
-
-
-def tiles(layout) -> bool:
-    """Whether ``layout``'s slices tile the flat vector from 0 in their order: the flat gradient is then one ``cat``
-    of the tensors' gradients in that order."""
-    stop = 0
-    for s in layout.slices:
-        if s.start != stop:
-            return False
-        stop = s.stop
-    return bool(layout.slices)
 
 
 def only_vmap() -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from benchmark.campaign.tuning import point_label
+from benchmark.campaign.tuning import lost_to_failures, point_label
 
 from .metrics import METRICS
 
@@ -48,25 +48,17 @@ def _score(pt: dict) -> str:
 
 def beside_failures(key: str, t: dict) -> str | None:
     """A point that scored higher than the pair's choice on the tuning seeds where it trained, and lost it by runs
-    that diverged or failed on the others (the rule scores such a run as it ended): the objection "you ran it below
-    its best rate" stated with its numbers, or None (also for a fixed pair or one where nothing trained)."""
-    if "fixed" in t or not t["points"] or t.get("all_failed"):
+    that diverged or failed on the others (``benchmark.campaign.tuning.lost_to_failures``): the objection "you ran
+    it below its best rate" stated with its numbers, or None (also for a fixed pair or one where nothing trained)."""
+    lost = sorted(lost_to_failures(t), key=lambda x: _sort_key(x["point"]["point"]))
+    if not lost:
         return None
     pick = t["points"][t["chosen_index"]]
-    if pick["mean"] is None:
-        return None
-    out = []
-    for pt in sorted(t["points"], key=lambda pt: _sort_key(pt["point"])):
-        bad, acc = _failed(pt), pt.get("validation_accuracy") or {}
-        ok = [v for s, v in acc.items() if s not in bad and v is not None]
-        trained = sum(ok) / len(ok) if ok else None
-        if pt is pick or not bad or trained is None or trained <= pick["mean"]:
-            continue
-        out.append(f"{point_label(pt['point'])} reached {100 * trained:.1f} on the {len(ok)} of {len(acc)} tuning "
-                   f"seeds where it trained ({' and '.join(sorted(set(bad.values())))} on the "
-                   f"other{'s' if len(bad) > 1 else ''}; mean {100 * pt['mean']:.1f})")
+    out = [f"{point_label(x['point']['point'])} reached {100 * x['trained']:.1f} on the {x['trained_on']} of "
+           f"{x['seeds']} tuning seeds where it trained ({' and '.join(x['statuses'])} on the "
+           f"other{'s' if x['failed'] > 1 else ''}; mean {100 * x['point']['mean']:.1f})" for x in lost]
     return f"{key}: " + "; ".join(out) + f", against {100 * pick['mean']:.1f} at the choice " \
-        f"{point_label(pick['point'])}" if out else None
+        f"{point_label(pick['point'])}"
 
 
 def _edge_text(t: dict) -> str:
