@@ -29,10 +29,11 @@ NNLS in the tests; a segment whose Gram form it cannot resolve, such as a bias f
 ``per_layer``, is solved again in square-root form). m = 0 turns the memory off: m~ = m, i.e. FedAvgM
 (Sec. 6.2). ``gram`` says how the server holds D and the Gram matrix G = D D^T of QP_g's dual (4):
 
-* ``"recompute"`` (default; the numbers of every run before 0.4.0): D as m float32 rows, rewritten by beta2
-  every round, and G recomputed from all of D every round (m x m products of length d: 75% of the server's
-  CPU time at Table 1's c3, m = 100, d = 178,710, 0.21 of 0.28 s a round);
-* ``"incremental"``: D[j] = scale[j] U[j], U float64 (2x the memory of D), so beta2 multiplies m scalars;
+* ``"recompute"`` (the default up to 0.4.0: the numbers of every run before 0.5.0): D as m float32 rows,
+  rewritten by beta2 every round, and G recomputed from all of D every round (m x m products of length d: 75% of
+  the server's CPU time at Table 1's c3, m = 100, d = 178,710, 0.21 of 0.28 s a round);
+* ``"incremental"`` (the default since 0.5.0, issue 45): D[j] = scale[j] U[j], U float64 (2x the memory of D), so
+  beta2 multiplies m scalars;
   only the S rows of the sampled workers change, and only their rows and columns of G = (scale scale^T) *
   U U^T are recomputed (S x m products). The same QP on the same D up to rounding: D is no longer rounded to
   float32 every round, G is summed in another order (``tests/test_qp_server.py``; the numbers move by float
@@ -111,7 +112,7 @@ class GradMA(Algorithm):
         rho_g: float = param(0.0, NONNEGATIVE)
         qp_tol: float = param(1e-6, POSITIVE)  # KKT residual of the normalised dual accepted as a solution
         on_qp_failure: str = param("raise", choice(*ON_FAILURE))
-        gram: str = param("recompute", choice(*GRAMS))  # QP_g's Gram matrix of D (see the module docstring)
+        gram: str = param("incremental", choice(*GRAMS))  # QP_g's Gram matrix of D (see the module docstring)
 
     def __init__(self, hp, layout, num_clients):
         super().__init__(hp, layout, num_clients)

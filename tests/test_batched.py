@@ -175,6 +175,22 @@ def test_grab_fedavg_batched_equals_alone_bit_for_bit():
         assert g.final["test_loss"] == alone.final["test_loss"]
 
 
+@pytest.mark.parametrize("name,model", [("fedavg", "mlp"), ("scaffold", "mlp"), ("fedswa", "mlp"), ("fedmoswa", "mlp"),
+                                        ("fedprox", "mlp"), ("fedavg", "bherd_svm"), ("bherd", "bherd_svm")])
+def test_a_group_of_seeds_equals_its_runs_alone_bit_for_bit(name, model):
+    """Runs that differ only in their seeds (a look's paired seeds) record the same histories bit for bit in a
+    group as alone (0.5.0: hyperparameters stay scalars where the runs agree, and every pair has its own copy of the
+    downlink, also alone), so the claims may batch them without moving a number."""
+    svm = {"dataset_args": {"labels": "parity"}} if model == "bherd_svm" else {}
+    exps = [_digits(algorithm=name, model=model, seed=s, partition="dirichlet:0.5", rounds=3, batch_size=32, **svm)
+            for s in (0, 1, 2)]
+    for e, g in zip(exps, plan.run_group(exps)):
+        alone = plan.run(e)
+        assert g.execution["group_runs"] == 3 and alone.execution.get("group_runs") in (None, 1)
+        strip = [{k: v for k, v in h.items() if k != "wall_time"} for h in g.history]
+        assert strip == [{k: v for k, v in h.items() if k != "wall_time"} for h in alone.history], (name, e.seed)
+
+
 def test_mixed_group_is_refused():
     with pytest.raises(ValueError, match="cannot share a batched job"):
         plan.run_group([_digits(), _digits(batch_size=8)])
@@ -249,3 +265,26 @@ def test_kill_9_in_a_grouped_suite_then_resume(tmp_path):
     assert set(after) == set(ref) and len(ref) == 8
     for h in ref:  # the resumed suite equals the uninterrupted one (each run also equals its run alone:
         assert strip(after[h]) == strip(ref[h])  # test_three_seeds_two_lrs_equal_six_runs)
+
+
+def test_the_process_backend_batches_seeds_in_its_workers(tmp_path, monkeypatch):
+    """Under ``--backend process`` the runs that differ only in their seeds train as one job in a worker (not in the
+    runner's own process), and their records are those of the runs alone, bit for bit."""
+    from benchmark.campaign import runner
+    from benchmark.runs import store
+
+    def not_here(job, *a, **k):  # planted: the runner's process running a batched job itself
+        raise AssertionError("a batched job ran in the runner's process")
+
+    monkeypatch.setattr(runner, "run_job", not_here)
+    exps = [_digits(algorithm="fedavg", model="bherd_svm", dataset_args={"labels": "parity"}, seed=s,
+                    partition="dirichlet:0.5", rounds=3, batch_size=32) for s in (0, 1, 2)]
+    counts = runner.run_experiments(exps, tmp_path, backend="process", jobs=2, progress=False)
+    assert counts["ok"] == 3
+    recs = {r["config_hash"]: r for r in store.read_records(tmp_path)}
+    for e in exps:
+        rec = recs[e.config_hash()]
+        assert rec["execution"]["group_runs"] == 3 and "only in their seeds" in rec["execution"]["group_reason"]
+        alone = plan.run(e)
+        assert [{k: v for k, v in h.items() if k != "wall_time"} for h in rec["history"]] == \
+            [{k: v for k, v in h.items() if k != "wall_time"} for h in alone.history]

@@ -108,6 +108,21 @@ def test_chunked_float64_gram_gives_the_same_projection(monkeypatch):
     assert torch.allclose(qp.project_large(P[0], Ms[0])[0], whole[0], atol=1e-6)
 
 
+def test_qr_in_chunks_gives_the_same_projection(monkeypatch):
+    """QP_l's QR in chunks of ``_QR_CHUNK`` entries (TSQR, 0.5.0) and p~ = p + M^T z from the kept chunks: the
+    projection of the QR of the whole vector, to rounding, with the chunks' edges anywhere (7 does not divide 50)."""
+    g = torch.Generator().manual_seed(9)
+    P, Ms = torch.randn(3, 50, generator=g), torch.randn(3, 3, 50, generator=g)
+    whole = vmap(qp.project_small)(P, Ms)[0]
+    monkeypatch.setattr(qp, "_QR_CHUNK", 7)
+    R, lifted = qp._factor(P[0].double(), Ms[0].double(), None)
+    assert len(lifted) == 8
+    M1 = torch.cat([Ms[0].double().T, P[0].double()[:, None]], 1)
+    assert torch.allclose(R[0].T @ R[0], M1.T @ M1, atol=1e-10)  # R^T R is still the Gram matrix of [M^T | p]
+    chunked = vmap(qp.project_small)(P, Ms)[0]
+    assert torch.allclose(whole, chunked, atol=1e-6)
+
+
 def test_per_segment_projection_is_one_qp_per_slice():
     g = torch.Generator().manual_seed(4)
     p, M = torch.randn(20, generator=g, dtype=torch.float64), torch.randn(3, 20, generator=g, dtype=torch.float64)
@@ -239,7 +254,7 @@ def server_round(a, st, ids, d, weights=None):
 
 
 def test_server_update_hand_computed():
-    a = algorithms.make("gradma_s", ParamLayout.single(2), 2, {"beta1": 0.0, "beta2": 0.5})
+    a = algorithms.make("gradma_s", ParamLayout.single(2), 2, {"beta1": 0.0, "beta2": 0.5, "gram": "recompute"})
     st = a.init(torch.zeros(2))
     st = server_round(a, st, [0, 1], [[2.0, 0.0], [-1.0, -0.2]])
     # m = (0.5, -0.1); <m, D[1]> = -0.48 < 0, <m, D[0]> > 0 after projecting on D[1]'s half-space
@@ -256,7 +271,7 @@ def test_server_update_hand_computed():
 
 
 def test_server_qp_matches_nnls_on_random_rounds():
-    a = algorithms.make("gradma_s", ParamLayout.single(30), 8, {"beta1": 0.7, "beta2": 0.9, "m": 5})
+    a = algorithms.make("gradma_s", ParamLayout.single(30), 8, {"beta1": 0.7, "beta2": 0.9, "m": 5, "gram": "recompute"})
     st = a.init(torch.zeros(30))
     g = torch.Generator().manual_seed(0)
     for _ in range(12):
@@ -273,7 +288,7 @@ def test_server_qp_matches_nnls_on_random_rounds():
 
 def test_mem_red_bookkeeping():
     # N = 5 workers, m = 2 slots; d^(i) = (i + 1) * (round + 1) in one coordinate, beta2 = 0.5
-    a = algorithms.make("gradma_s", ParamLayout.single(1), 5, {"m": 2, "beta2": 0.5})
+    a = algorithms.make("gradma_s", ParamLayout.single(1), 5, {"m": 2, "beta2": 0.5, "gram": "recompute"})
     st = a.init(torch.zeros(1))
 
     def go(st, ids, r):

@@ -42,8 +42,11 @@ def test_groups_by_default_and_says_why():
     assert {"device", "device_reason", "threads", "threads_reason", "group_reason", "reason"} <= set(rec)
     assert [list(j.indices) for j in plan.plan(exps, group_runs=4)] == [[0, 1, 2, 3], [4, 5], [6]]
     assert all(len(j) == 1 and j.reasons["group"] == "group_runs=1" for j in plan.plan(exps, group_runs=1))
-    for j in plan.plan(exps, backend="process", workers=2):
-        assert len(j) == 1 and "backend process" in j.reasons["group"]
+    # the process backend's workers batch only the runs that differ in their seeds alone (one job per learning rate)
+    by_seed = plan.plan(exps, backend="process", workers=2)
+    assert [list(j.indices) for j in by_seed] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert all("backend process" in j.reasons["group"] for j in by_seed) and by_seed[0].batched == ()
+    assert "only in their seeds" in by_seed[0].reasons["group"]
     with pytest.raises(ValueError, match="group_runs must be an integer >= 1"):
         plan.plan(exps, group_runs=0)
 
@@ -116,8 +119,10 @@ def test_dry_run_plans_what_the_run_runs(tmp_path):
     assert {"batching does not pay" in why for r in dry["rows"].values() for why in r["reason"]} == {True, False}
     with pytest.raises(campaign_suite.SuiteError, match="backend"):  # checked before anything is planned
         runner.plan_suite(suite, str(tmp_path), backend="slurm")
-    alone = runner.plan_suite(suite, str(tmp_path), backend="process")  # its workers run cells in parallel
-    assert alone["jobs"] == 8 and all("backend process" in why for r in alone["rows"].values() for why in r["reason"])
+    # the process backend's workers batch only runs that differ in their seeds: fedavg's two partitions, 2 seeds each
+    by_seed = runner.plan_suite(suite, str(tmp_path), backend="process")
+    assert by_seed["jobs"] == 6 and all("backend process" in why for r in by_seed["rows"].values()
+                                        for why in r["reason"])
     counts = runner.run_suite(suite, results_root=str(tmp_path), progress=False)  # the default: batched
     assert counts["ok"] == 8
     recs = store.read_records(runner.results_dir(tmp_path, "planned"))
@@ -145,9 +150,9 @@ def test_a_failed_batched_job_runs_its_cells_alone(tmp_path, monkeypatch, capsys
 
 
 def test_the_cli_dry_run_plans_with_its_backend_and_executor(tmp_path, capsys):
-    """``fedrepro run --suite ... --dry-run`` plans as the run would: the process backend and an explicit
-    ``--executor sequential`` run every cell alone, each with its reason printed (planted defect: the CLI
-    not passing ``--backend`` to the planner would batch the fedavg cells)."""
+    """``fedrepro run --suite ... --dry-run`` plans as the run would: the process backend batches only the runs that
+    differ in their seeds, an explicit ``--executor sequential`` runs every cell alone, each with its reason printed
+    (planted defect: the CLI not passing ``--backend`` to the planner would batch the 4 fedavg cells as one job)."""
     from benchmark.cli.main import main
 
     path = tmp_path / "planned.toml"
@@ -158,7 +163,7 @@ def test_the_cli_dry_run_plans_with_its_backend_and_executor(tmp_path, capsys):
     assert "5 job(s)" in out and "executor (1 job): vectorized: batched: 4 runs" in out
     assert main(base + ["--backend", "process"]) == 0
     out = capsys.readouterr().out
-    assert "8 job(s)" in out and "backend process: its workers run cells in parallel instead" in out
+    assert "6 job(s)" in out and "backend process: runs that differ only in their seeds" in out
     assert main(base + ["--executor", "sequential"]) == 0
     out = capsys.readouterr().out
     assert "8 job(s)" in out and "executor (8 jobs): sequential: asked for" in out

@@ -74,8 +74,8 @@ def test_incremental_memory_is_the_memory_of_alg3(per_layer):
     # H its Gram, and the momenta agree round after round
     layout = ParamLayout.from_module(torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Linear(4, 2)))
     args = {"beta1": 0.7, "beta2": 0.9, "m": 5, "per_layer": per_layer}
-    a = algorithms.make("gradma_s", layout, 8, args)
-    b = algorithms.make("gradma_s", layout, 8, {**args, "gram": "incremental"})
+    a = algorithms.make("gradma_s", layout, 8, {**args, "gram": "recompute"})
+    b = algorithms.make("gradma_s", layout, 8, args)  # the default since 0.5.0
     sa, sb = a.init(torch.zeros(layout.size)), b.init(torch.zeros(layout.size))
     assert "D" not in sb and sb["U"].dtype == torch.float64
     g, active = torch.Generator().manual_seed(0), 0
@@ -100,8 +100,8 @@ def test_incremental_memory_is_the_memory_of_alg3(per_layer):
 def test_incremental_run_follows_the_recomputed_one(executor):
     data = conflicting_dataset()  # QP_g active; N = 4, S = 3, m = 3: evictions
     args = {"per_layer": True, "m": 3, "beta2": 0.9}
-    a = run_tiny("gradma", executor, rounds=4, algorithm_args=args, data=data)
-    b = run_tiny("gradma", executor, rounds=4, algorithm_args={**args, "gram": "incremental"}, data=data)
+    a = run_tiny("gradma", executor, rounds=4, algorithm_args={**args, "gram": "recompute"}, data=data)
+    b = run_tiny("gradma", executor, rounds=4, algorithm_args=args, data=data)  # incremental: the default
     assert a.status == b.status == "ok"
     assert_same_history(a, b, rtol=1e-5, atol=1e-6)
 

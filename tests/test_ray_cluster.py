@@ -140,7 +140,7 @@ def test_ray_cluster_survives_losing_a_node(tmp_path):
                 seen.setdefault(p.name, (st.st_ino, st.st_mtime_ns))
 
         def busy_on_second():  # a worker of the second node is running a cell
-            return any(cmdline(p).startswith("ray::compute_cell") for p in descendants(second.proc.pid))
+            return any(cmdline(p).startswith("ray::compute_job") for p in descendants(second.proc.pid))
 
         while not (busy_on_second() and folder.is_dir() and list(folder.glob("*.json"))):
             assert driver.poll() is None, f"the suite ended before the node could be killed:\n{driver.stderr.read()}"
@@ -172,7 +172,7 @@ def test_ray_cluster_survives_losing_a_node(tmp_path):
         folder2 = tmp_path / "ray2" / "raylong" / VERSION
 
         def running_cells():
-            return [p for p in descendants(head.proc.pid) if cmdline(p).startswith("ray::compute_cell")]
+            return [p for p in descendants(head.proc.pid) if cmdline(p).startswith("ray::compute_job")]
 
         # the first suite's workers go idle (renamed ray::IDLE) first: a cell seen running after that is the new
         # driver's, so its Ctrl-C lands while it waits on its cells (not while it still starts up, where a

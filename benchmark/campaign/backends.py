@@ -3,8 +3,9 @@
 Both keep at most one job per worker in flight, taking each from a ``benchmark.campaign.cell_claims.JobQueue`` (so
 runners sharing a results folder divide its cells as they go) and handing each finished record to
 ``save`` in this process: records are written by the runner only, so nothing is written once it is gone.
-A batched job (several runs) runs here, in this process (``run_job``). A cell alone runs as
-:func:`compute_cell`, which returns its record (a failure is a ``failed`` record, :func:`failed_record`).
+A job runs as :func:`compute_job`: a cell alone as :func:`compute_cell`, which returns its record (a failure is a
+``failed`` record, :func:`failed_record`), a batched job (several runs: the runs of a look that differ only in their
+seeds) as ``runner.run_job`` runs it, its records returned together.
 
 Process backend: workers end when this process ends, by any signal (``benchmark.campaign.lifeline``). A worker that
 dies (killed by SIGKILL, as the kernel's out-of-memory killer does) breaks the pool: the cells that were in
@@ -34,26 +35,22 @@ RAY_TASK_RETRIES = 3  # a task whose worker or node dies runs again on another n
 POLL_SECONDS = 0.5  # how often a waiting runner looks again (Ctrl-C is only raised between waits)
 
 
-def _pump(queue, width: int, submit, wait, out_dir: str, done, save, run_job) -> None:
+def _pump(queue, width: int, submit, wait, out_dir: str, done, save) -> None:
     """Keep up to ``width`` jobs in flight: ``submit(job) -> handle``; ``wait(handles)`` returns the finished
-    ``(handle, record)`` pairs within a short timeout. Batched jobs run here."""
+    ``(handle, record or list of records)`` pairs within a short timeout."""
     inflight: dict = {}
     while True:
         while len(inflight) < width:
             job = queue.take(block=not inflight)
             if job is None:
                 break
-            if len(job) > 1:
-                for summary in run_job(job, out_dir, save):
-                    done(summary)
-                queue.release(job)
-                continue
             inflight[submit(job)] = job
         if not inflight:
             return
-        for handle, rec in wait(inflight):
+        for handle, got in wait(inflight):
             job = inflight.pop(handle)
-            done(save(out_dir, rec))  # the runner writes: no record once it is gone
+            for rec in got if isinstance(got, list) else [got]:
+                done(save(out_dir, rec))  # the runner writes: no record once it is gone
             queue.release(job)
 
 
@@ -69,6 +66,16 @@ def compute_cell(job) -> dict:
         rec = failed_record(exp, e, time.perf_counter() - t0)
     assert rec["config_hash"] == exp.config_hash(), "config hash changed while running"
     return rec
+
+
+def compute_job(job) -> dict | list[dict]:
+    """A job's records, computed in a worker: a cell alone's (:func:`compute_cell`), or a batched job's, one per run,
+    with ``runner.run_job``'s fallbacks (halves after an out-of-memory error, else its runs one by one)."""
+    if len(job) == 1:
+        return compute_cell(job)
+    from benchmark.campaign.runner import run_job  # the runner imports this module
+
+    return list(run_job(job, "", lambda _folder, rec: rec))
 
 
 def failed_record(exp, error: BaseException, wall: float) -> dict:
@@ -147,8 +154,11 @@ class _Pool:
         self.pool = _new_pool(self.workers)
         return out
 
-    def _alone(self, job) -> dict:
-        """Run ``job`` alone in a fresh worker; its record, or a failed one if that worker dies too."""
+    def _alone(self, job) -> dict | list[dict]:
+        """Run ``job`` alone in a fresh worker; its record, or a failed one if that worker dies too (a batched job:
+        each of its runs so, one after another)."""
+        if len(job) > 1:
+            return [self._alone(one) for one in plan.split(job)]
         pool, peak, t0 = _new_pool(1), 0, time.perf_counter()
         try:
             f = pool.submit(self.compute, job)
@@ -187,11 +197,11 @@ def _death(procs) -> str:
     return ", ".join(sorted({oom.killed_by(c) for c in first})) or "cause unknown"
 
 
-def run_process(queue, out_dir: str, workers: int, done, save, run_job) -> None:
+def run_process(queue, out_dir: str, workers: int, done, save) -> None:
     """The process backend (module docstring) with ``workers`` workers (``runner.process_plan``)."""
-    pool = _Pool(workers, compute_cell, failed_record)
+    pool = _Pool(workers, compute_job, failed_record)
     try:
-        _pump(queue, workers, pool.submit, pool.wait, out_dir, done, save, run_job)
+        _pump(queue, workers, pool.submit, pool.wait, out_dir, done, save)
     except BaseException:
         stop_workers(pool.pool)
         raise
@@ -203,7 +213,7 @@ def run_process(queue, out_dir: str, workers: int, done, save, run_job) -> None:
 # Ray
 
 
-def run_ray(queue, out_dir: str, address: str | None, done, save, run_job) -> None:
+def run_ray(queue, out_dir: str, address: str | None, done, save) -> None:
     """The Ray backend (module docstring): tasks on a local Ray of our own, or the cluster at ``address``."""
     try:
         import ray  # lazy: an optional dependency (pip install 'fedrepro[ray]')
@@ -221,7 +231,7 @@ def run_ray(queue, out_dir: str, address: str | None, done, save, run_job) -> No
         res = ray.cluster_resources()
         # several cells share a GPU: each asks for a fraction
         task = ray.remote(num_cpus=1, num_gpus=0.25 if res.get("GPU", 0) else 0,
-                          max_retries=RAY_TASK_RETRIES)(compute_cell)
+                          max_retries=RAY_TASK_RETRIES)(compute_job)
 
         def submit(job):
             ref = task.remote(job)
@@ -236,13 +246,14 @@ def run_ray(queue, out_dir: str, address: str | None, done, save, run_job) -> No
             for ref in ready:
                 try:
                     out.append((ref, ray.get(ref)))
-                except ray.exceptions.RayError as e:  # lost beyond its retries (nodes gone): a failed cell
-                    out.append((ref, failed_record(inflight[ref].experiments[0], e, 0.0)))
+                except ray.exceptions.RayError as e:  # lost beyond its retries (nodes gone): failed cells
+                    lost = [failed_record(x, e, 0.0) for x in inflight[ref].experiments]
+                    out.append((ref, lost if len(lost) > 1 else lost[0]))
                 inflight.pop(ref)
             return out
 
         try:
-            _pump(queue, max(1, int(res.get("CPU", 1))), submit, wait, out_dir, done, save, run_job)
+            _pump(queue, max(1, int(res.get("CPU", 1))), submit, wait, out_dir, done, save)
         except BaseException:  # Ctrl-C or an error: cancel what is queued or running
             for ref in inflight:
                 try:

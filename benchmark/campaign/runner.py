@@ -175,7 +175,8 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
     writable and the plan made before any work (``store.StoreError``, ``SuiteError``); unreadable records are
     moved aside (their cells run again). Runners sharing ``out_dir`` divide its cells (``benchmark.campaign.cell_claims``):
     a job runs once this runner claims its cells; one claimed by a live runner is waited for, taken over if
-    that runner dies. Batched jobs run in this process, the cells alone go to ``backend``. A full disk stops
+    that runner dies. Every job runs where ``backend`` runs jobs (local: here; a batched job's records come
+    back together from a worker). A full disk stops
     the suite (:class:`DiskFull`) once the record is rescued, or when a cell cannot even be claimed. Runs save
     checkpoints in ``out_dir/.checkpoints`` (``benchmark.runs.checkpoint``, at most every ``checkpoint_every_s``,
     default a minute): a stopped suite resumes each unfinished run at the round it had reached.
@@ -228,9 +229,9 @@ def run_experiments(exps: list[Experiment], out_dir: str | os.PathLike, backend:
                     n, _, note = process_plan(jobs, len(exps))
                     if note:
                         log(note)
-                    backends.run_process(queue, str(out_dir), n, done, save_and_forget, run_job)
+                    backends.run_process(queue, str(out_dir), n, done, save_and_forget)
                 else:
-                    backends.run_ray(queue, str(out_dir), address, done, save_and_forget, run_job)
+                    backends.run_ray(queue, str(out_dir), address, done, save_and_forget)
     except OSError as e:
         if isinstance(e, DiskFull) or not store.is_disk_full(e):
             raise

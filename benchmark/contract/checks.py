@@ -188,7 +188,8 @@ def check_group(exps):
 
 def batches(name: str) -> None:
     """Two runs differing in seed, partition, lr (if batchable) and one batchable hyperparameter (the
-    probe answers for every registered algorithm; non-float fields never enter its answer)."""
+    probe answers for every registered algorithm; non-float fields never enter its answer) equal their runs alone
+    to the stated tolerance; three runs differing only in their seeds equal theirs bit for bit."""
     cls = algorithms.get_class(name)
     if not cls.vectorizable:
         raise NotApplicable(f"{name} declares itself not vectorizable (it is never batched)")
@@ -206,6 +207,18 @@ def batches(name: str) -> None:
             _digits(seed=1, lr=lr2, partition="dirichlet:0.5", algorithm_args=other, **kw)]
     assert batched.group_key(exps[0]) == batched.group_key(exps[1])
     check_group(exps)
+    # runs that differ only in their seeds (a look's paired seeds, which the claims batch): bit for bit alone
+    seeds = [_digits(seed=s, lr=0.1, partition="dirichlet:0.5", **kw) for s in (0, 1, 2)]
+    for e, g in zip(seeds, plan.run_group(seeds)):
+        alone = run(e)
+        assert g.status == alone.status, (g.message, alone.message)
+        assert _bits(g.history) == _bits(alone.history), f"seed {e.seed}: its history in a group of seeds is not " \
+            "its history alone, bit for bit"
+        assert torch.equal(_params(g), _params(alone)), f"seed {e.seed}: its model in a group of seeds"
+
+
+def _bits(history: list) -> list:
+    return [{k: v for k, v in h.items() if k != "wall_time"} for h in history]
 
 
 class _Stop(Exception):

@@ -195,6 +195,12 @@ def group_key(exp) -> tuple:
 
 #: CPU: runs per batched job by default (fedrepro bench --preset runs: the gain flattens by then)
 CPU_GROUP_RUNS = 8
+#: CPU: runs batch by default only where one vectorized step of a run is small (the forward's FLOPs over its clients'
+#: batches), i.e. per-op overhead, which a group shares, rather than arithmetic and passes over model-sized tensors,
+#: which it does not (``cost.flops_per_sample`` x clients x batch; results/perf/README.md, issue 45, seventh round:
+#: BHerd's SVM, 1.6e6 FLOPs a step, 1.36x less CPU per run in groups of 5 seeds; FedSWA's MLP, 3.2e8, 0.96x; the digits
+#: logreg of the batched-runs table, 1.5-2.7x): a bound between the measured points, not a fitted one
+CPU_STEP_FLOPS_MAX = 1e7
 #: CUDA: a vectorized step of the whole group should hold about this much arithmetic (FLOPs) to fill
 #: the GPU; more runs than that only queue
 CUDA_STEP_FLOPS = 2e12
@@ -230,14 +236,17 @@ def default_group_runs(device_type: str, executor_alone: str, flops_sample: floa
     """How many runs to batch by default.
 
     1 where a run alone takes the sequential executor (compute-bound on a CPU: batching only pays where
-    vectorizing does). CPU: ``CPU_GROUP_RUNS``. CUDA: as many as fit in half the free device memory
+    vectorizing does). CPU: ``CPU_GROUP_RUNS``, or 1 where a step of a run exceeds ``CPU_STEP_FLOPS_MAX``. CUDA: as many as fit in half the free device memory
     (``run_bytes`` per run) and as make one vectorized step about ``CUDA_STEP_FLOPS``, at most ``MAX_GROUP_RUNS``.
     """
     if executor_alone != "vectorized":
         return GroupSize(1, f"a run alone takes the {executor_alone} executor here: batching does not pay")
-    if device_type == "cpu":
-        return GroupSize(CPU_GROUP_RUNS, "cpu default (results/perf/README.md)")
     step = max(clients * batch * flops_sample, 1.0)
+    if device_type == "cpu":
+        if step > CPU_STEP_FLOPS_MAX:
+            return GroupSize(1, f"cpu: a step of a run is {step:.2g} FLOPs, above {CPU_STEP_FLOPS_MAX:.0e}: arithmetic, "
+                                "which batching does not share")
+        return GroupSize(CPU_GROUP_RUNS, "cpu default (results/perf/README.md)")
     by_compute = max(1, int(CUDA_STEP_FLOPS // step))
     per_run = run_bytes(activation_bytes, params, clients, batch)
     by_memory = MAX_GROUP_RUNS if not free_memory or per_run <= 0 else max(1, int(0.5 * free_memory // per_run))

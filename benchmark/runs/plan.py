@@ -296,6 +296,15 @@ def _key(c: _Cell) -> tuple:
         return ("invalid", f"{type(err).__name__}: {err}")
 
 
+def _seed_key(c: _Cell) -> tuple:
+    """``_key`` narrowed to the runs that differ only in their seeds (their whole configuration else equal)."""
+    key = _key(c)
+    if key[0] != "group":
+        return key
+    cfg = {k: v for k, v in c.exp.config().items() if k != "seed"}
+    return ("group", key[1], json.dumps(cfg, sort_keys=True, default=str), c.device, c.choice.executor)
+
+
 def _sizes(cells: list, idx: list, group_runs: int | None) -> tuple[int, str]:
     """How many runs of one batch key share a job, and why."""
     if group_runs is not None:
@@ -321,13 +330,15 @@ def plan(exps: Sequence[Experiment], *, device: str | None = None, executor: str
     cells = _cells(exps, device, executor, observe_steps)
     thr = resolve_threads(threads, backend, workers)
     alone = "a single run" if len(cells) == 1 else "observed step by step" if observe_steps else \
-        "group_runs=1" if group_runs == 1 else None if group_runs is not None or backend == "local" else \
-        f"backend {backend}: its workers run cells in parallel instead"
+        "group_runs=1" if group_runs == 1 else None
     if alone:
         return [_single(c, i, thr, alone) for i, c in enumerate(cells)]
+    # the process and Ray backends' workers run cells in parallel: by default they batch only runs that differ in
+    # their seeds alone, whose records are then those of the runs alone, bit for bit (0.5.0, issue 45)
+    seeds_only = group_runs is None and backend != "local"
     by_key: dict = {}
     for i, c in enumerate(cells):
-        by_key.setdefault(("invalid", i) if c.error else _key(c), []).append(i)
+        by_key.setdefault(("invalid", i) if c.error else _seed_key(c) if seeds_only else _key(c), []).append(i)
     jobs = []
     for key, idx in by_key.items():
         if key[0] != "group":
@@ -336,6 +347,9 @@ def plan(exps: Sequence[Experiment], *, device: str | None = None, executor: str
             jobs += [_single(cells[i], i, thr, why) for i in idx]
             continue
         n, why = _sizes(cells, idx, group_runs)
+        if seeds_only:
+            why = f"backend {backend}: " + (f"runs that differ only in their seeds (bit for bit as alone); {why}"
+                                             if n > 1 else why)
         for s in range(0, len(idx), n):
             part = idx[s:s + n]
             jobs.append(_group([cells[i] for i in part], part, thr, why) if len(part) > 1 else

@@ -95,6 +95,12 @@ class _WeightedBatchNorm(torch.nn.Module):
         # the vectorized gradma_mlp runs of results/gradma_reduced_fmnist/0.3.0 bit for bit)
         fold = x.dim() > 2 and not torch.compiler.is_compiling()
         if not self.weighted and per_channel > 1:  # all weights 1: the fused kernel, same arithmetic
+            if self.record and not vmap_layers.folding() and not torch.compiler.is_compiling():
+                # the batch statistics from the kernel's own pass (0.5.0, issue 45): the zeroed slots are its
+                # running statistics with momentum 1, so it writes 1 * s + 0 * 0 = s, the mean and the unbiased
+                # variance it normalized with (one pass over x instead of torch.var_mean's second one: FedBAT's
+                # CNN cell -21% CPU). Not bit for bit var_mean's: the variance differs at float32 rounding.
+                return F.batch_norm(x, mean_slot.zero_(), var_slot.zero_(), weight, bias, True, 1.0, self.eps)
             if self.record:
                 var, mean = torch.var_mean(x.detach(), dim=[0] + list(range(2, x.dim())), correction=1)
                 mean_slot.copy_(mean)
