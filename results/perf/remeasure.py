@@ -105,7 +105,7 @@ def measure(trees: dict, papers, pairs: int, rounds: int, log, as_claims: bool =
 
 
 def markdown(res: dict) -> str:
-    lines = [f"CPU seconds per run, before ({BEFORE}) and after ({res['after_commit']}), medians of {res['pairs']} "
+    lines = [f"CPU seconds per run, before ({res.get('before', BEFORE)}) and after ({res['after_commit']}), medians of {res['pairs']} "
              f"alternating pair(s) per paper, one torch thread, {'at most ' + str(res['rounds']) + ' rounds per cell' if res['rounds'] else 'the scales full rounds'}; "
              f"load average {res['load_start']} -> {res['load_end']} on {os.cpu_count()} CPUs.", "",
              "| paper | rounds | evaluations before / after | runs per job before / after | CPU s per run before | "
@@ -137,7 +137,11 @@ def main(argv=None) -> int:
     res = measure(trees, [p for p in a.papers.split(",") if p], a.pairs, a.rounds, log, a.as_claims)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    res.update({"pairs": a.pairs, "rounds": a.rounds, "as_claims": a.as_claims, "after_commit": commit,
+    before = BEFORE
+    if a.before:  # another tree: its commit where it is a git checkout, else its path
+        before = subprocess.run(["git", "-C", a.before, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip() or a.before
+    res.update({"pairs": a.pairs, "rounds": a.rounds, "as_claims": a.as_claims, "after_commit": commit, "before": before,
                 "load_start": load0,
                 "load_end": [round(v, 2) for v in os.getloadavg()], "cpus": os.cpu_count()})
     Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
