@@ -270,13 +270,14 @@ def test_kill_9_in_a_grouped_suite_then_resume(tmp_path):
 def test_the_process_backend_batches_seeds_in_its_workers(tmp_path, monkeypatch):
     """Under ``--backend process`` the runs that differ only in their seeds train as one job in a worker (not in the
     runner's own process), and their records are those of the runs alone, bit for bit."""
-    from benchmark.campaign import runner
+    from benchmark.campaign import backends, runner
     from benchmark.runs import store
 
     def not_here(job, *a, **k):  # planted: the runner's process running a batched job itself
         raise AssertionError("a batched job ran in the runner's process")
 
-    monkeypatch.setattr(runner, "run_job", not_here)
+    monkeypatch.setattr(runner, "run_job", not_here)  # the workers are spawned: they import their own
+    monkeypatch.setattr(backends, "run_job", not_here)
     exps = [_digits(algorithm="fedavg", model="bherd_svm", dataset_args={"labels": "parity"}, seed=s,
                     partition="dirichlet:0.5", rounds=3, batch_size=32) for s in (0, 1, 2)]
     counts = runner.run_experiments(exps, tmp_path, backend="process", jobs=2, progress=False)

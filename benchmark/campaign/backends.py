@@ -5,7 +5,7 @@ runners sharing a results folder divide its cells as they go) and handing each f
 ``save`` in this process: records are written by the runner only, so nothing is written once it is gone.
 A job runs as :func:`compute_job`: a cell alone as :func:`compute_cell`, which returns its record (a failure is a
 ``failed`` record, :func:`failed_record`), a batched job (several runs: the runs of a look that differ only in their
-seeds) as ``runner.run_job`` runs it, its records returned together.
+seeds) as :func:`run_job` runs it, its records returned together.
 
 Process backend: workers end when this process ends, by any signal (``benchmark.campaign.lifeline``). A worker that
 dies (killed by SIGKILL, as the kernel's out-of-memory killer does) breaks the pool: the cells that were in
@@ -24,7 +24,7 @@ import time
 import traceback
 from concurrent.futures.process import BrokenProcessPool
 
-from benchmark.campaign import lifeline
+from benchmark.campaign import cell_claims, lifeline
 from benchmark.campaign.suite import SuiteError
 from benchmark.runs import oom, plan
 from benchmark.runs.experiment import config_hash
@@ -70,12 +70,46 @@ def compute_cell(job) -> dict:
 
 def compute_job(job) -> dict | list[dict]:
     """A job's records, computed in a worker: a cell alone's (:func:`compute_cell`), or a batched job's, one per run,
-    with ``runner.run_job``'s fallbacks (halves after an out-of-memory error, else its runs one by one)."""
+    with :func:`run_job`'s fallbacks (halves after an out-of-memory error, else its runs one by one)."""
     if len(job) == 1:
         return compute_cell(job)
-    from benchmark.campaign.runner import run_job  # the runner imports this module
-
     return list(run_job(job, "", lambda _folder, rec: rec))
+
+
+def run_job(job, out_dir: str, save):
+    """Run a job, handing each run's record to ``save(out_dir, rec)`` as soon as that run finishes (the runner writes
+    it: ``runner.save_cell``; a worker returns it); yield what ``save`` returns. A batched job that fails for memory is split in halves and retried, down to runs alone
+    (``benchmark.runs.oom``); one that fails otherwise runs its unfinished cells one by one (each failure recorded)."""
+    if len(job) == 1:
+        yield save(out_dir, compute_cell(job))
+        return
+    finished, runs = set(), plan.execute(job)
+    while True:
+        try:
+            i, res = next(runs)
+        except StopIteration:
+            return
+        except Exception as e:  # noqa: BLE001 - retried smaller, or the cells one by one, which record their failures
+            why, memory = f"{type(e).__name__}: {e}", oom.is_out_of_memory(e)
+            break
+        rec = json.loads(res.to_json(indent=None))
+        assert rec["config_hash"] == job.experiments[i].config_hash(), "config hash changed while running"
+        finished.add(i)
+        yield save(out_dir, rec)  # a full disk (DiskFull) stops the suite: not a failure of the job
+    del runs
+    rest = [i for i in range(len(job)) if i not in finished]
+    if memory:
+        oom.free_memory()
+        parts = [rest[:len(rest) // 2], rest[len(rest) // 2:]]
+        print(f"fedrepro: a batched job of {len(job)} {job.experiments[0].algorithm} cells ran out of memory "
+              f"({why}); retrying its {len(rest)} unfinished cells as jobs of {len(parts[0])} and {len(parts[1])}",
+              file=sys.stderr)
+    else:
+        parts = [[i] for i in rest]
+        print(f"fedrepro: a batched job of {len(job)} {job.experiments[0].algorithm} cells failed ({why}); running "
+              "its unfinished cells one by one", file=sys.stderr)
+    for part in parts:
+        yield from run_job(cell_claims.part_of(job, part), out_dir, save)
 
 
 def failed_record(exp, error: BaseException, wall: float) -> dict:

@@ -25,9 +25,9 @@ from tqdm.auto import tqdm
 import algorithms
 
 from benchmark.campaign import backends, cell_claims
-from benchmark.campaign.backends import compute_cell
+from benchmark.campaign.backends import run_job
 from benchmark.campaign.suite import Suite, SuiteError, bind_folder
-from benchmark.runs import batched, checkpoint, cost, oom, plan, store
+from benchmark.runs import batched, checkpoint, cost, plan, store
 from benchmark.runs.experiment import Experiment
 from benchmark.runs.plan import BACKENDS, Job, Threads, choose_threads, usable_cpus
 from benchmark.runs.record import code_version
@@ -68,42 +68,6 @@ def save_cell(out_dir: str | os.PathLike, rec: dict, keep_finished: bool = False
         raise DiskFull(f"disk full: could not write cell {rec['config_hash']}'s record to {out_dir} ({why}); it is "
                        f"saved in {path}; the suite stops: free some space and run the same command again to resume")
     return summary
-
-
-def run_job(job: Job, out_dir: str, save=save_cell):
-    """Run a job, writing each run's record (``save(out_dir, rec)``) as soon as that run finishes; yield each
-    summary. A batched job that fails for memory is split in halves and retried, down to runs alone
-    (``benchmark.runs.oom``); one that fails otherwise runs its unfinished cells one by one (each failure recorded)."""
-    if len(job) == 1:
-        yield save(out_dir, compute_cell(job))
-        return
-    finished, runs = set(), plan.execute(job)
-    while True:
-        try:
-            i, res = next(runs)
-        except StopIteration:
-            return
-        except Exception as e:  # noqa: BLE001 - retried smaller, or the cells one by one, which record their failures
-            why, memory = f"{type(e).__name__}: {e}", oom.is_out_of_memory(e)
-            break
-        rec = json.loads(res.to_json(indent=None))
-        assert rec["config_hash"] == job.experiments[i].config_hash(), "config hash changed while running"
-        finished.add(i)
-        yield save(out_dir, rec)  # a full disk (DiskFull) stops the suite: not a failure of the job
-    del runs
-    rest = [i for i in range(len(job)) if i not in finished]
-    if memory:
-        oom.free_memory()
-        parts = [rest[:len(rest) // 2], rest[len(rest) // 2:]]
-        print(f"fedrepro: a batched job of {len(job)} {job.experiments[0].algorithm} cells ran out of memory "
-              f"({why}); retrying its {len(rest)} unfinished cells as jobs of {len(parts[0])} and {len(parts[1])}",
-              file=sys.stderr)
-    else:
-        parts = [[i] for i in rest]
-        print(f"fedrepro: a batched job of {len(job)} {job.experiments[0].algorithm} cells failed ({why}); running "
-              "its unfinished cells one by one", file=sys.stderr)
-    for part in parts:
-        yield from run_job(cell_claims.part_of(job, part), out_dir, save)
 
 
 def pending(exps: list[Experiment], out_dir: Path) -> tuple[list[Experiment], int]:

@@ -1,7 +1,7 @@
 """Out of memory is a size problem: how the runner tells a memory failure, and how much memory it wanted.
 
 A batched job (``benchmark.runs.plan``) that fails for memory is split in halves and retried, down to runs alone
-(``benchmark.campaign.runner.run_job``); a run alone that still fails is recorded ``failed`` with the reason and,
+(``benchmark.campaign.backends.run_job``); a run alone that still fails is recorded ``failed`` with the reason and,
 where known, the memory it needed. Memory failures: ``MemoryError`` (Python's and numpy's allocators), torch's
 ``OutOfMemoryError`` (CUDA), the ``RuntimeError`` of torch's CPU allocator (``DefaultCPUAllocator: can't
 allocate memory: you tried to allocate N bytes. Error code 12 (Cannot allocate memory)``, what torch 2.14

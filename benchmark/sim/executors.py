@@ -537,11 +537,8 @@ class VectorizedExecutor:
 
         one_lr = len({r.lr for r in runs}) == 1 and not self.compile
         lr_arg = None if one_lr else per_pair([r.lr for r in runs])
-        # a run's record is the same bit for bit alone and in a group of runs that differ only in their seeds (0.5.0,
-        # issue 45: the claims batch their paired seeds): a hyperparameter is a batched tensor only where the runs'
-        # values differ, and the downlink is every pair's own copy, also alone (a downlink shared by the clients
-        # makes their first local step's products one matrix product instead of a batched one, which rounds
-        # otherwise)
+        # a run alone = the run in a group of seeds, bit for bit (0.5.0): hyperparameters batched only where runs differ,
+        # a downlink copy per pair also alone (a shared one makes the first step one matrix product: other rounding)
         hyper = {f: per_pair([r.hyper[f] for r in runs]) for f in (runs[0].hyper if len(runs) > 1 else {})
                  if len({r.hyper[f] for r in runs}) > 1}
         pair_run = torch.tensor([i for i, n in enumerate(sizes) for _ in range(n)], device=dev)
