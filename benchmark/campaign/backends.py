@@ -78,8 +78,9 @@ def compute_job(job) -> dict | list[dict]:
 
 def run_job(job, out_dir: str, save):
     """Run a job, handing each run's record to ``save(out_dir, rec)`` as soon as that run finishes (the runner writes
-    it: ``runner.save_cell``; a worker returns it); yield what ``save`` returns. A batched job that fails for memory is split in halves and retried, down to runs alone
-    (``benchmark.runs.oom``); one that fails otherwise runs its unfinished cells one by one (each failure recorded)."""
+    it: ``runner.save_cell``; a worker returns it); yield what ``save`` returns. A batched job that fails for memory
+    is split in halves and retried, down to runs alone (``benchmark.runs.oom``); one that fails otherwise runs its
+    unfinished cells one by one (each failure recorded)."""
     if len(job) == 1:
         yield save(out_dir, compute_cell(job))
         return

@@ -236,8 +236,9 @@ def default_group_runs(device_type: str, executor_alone: str, flops_sample: floa
     """How many runs to batch by default.
 
     1 where a run alone takes the sequential executor (compute-bound on a CPU: batching only pays where
-    vectorizing does). CPU: ``CPU_GROUP_RUNS``, or 1 where a step of a run exceeds ``CPU_STEP_FLOPS_MAX``. CUDA: as many as fit in half the free device memory
-    (``run_bytes`` per run) and as make one vectorized step about ``CUDA_STEP_FLOPS``, at most ``MAX_GROUP_RUNS``.
+    vectorizing does). CPU: ``CPU_GROUP_RUNS``, or 1 where a step of a run exceeds ``CPU_STEP_FLOPS_MAX``. CUDA: as
+    many as fit in half the free device memory (``run_bytes`` per run) and as make one vectorized step about
+    ``CUDA_STEP_FLOPS``, at most ``MAX_GROUP_RUNS``.
     """
     if executor_alone != "vectorized":
         return GroupSize(1, f"a run alone takes the {executor_alone} executor here: batching does not pay")

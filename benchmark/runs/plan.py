@@ -302,7 +302,7 @@ def _seed_key(c: _Cell) -> tuple:
     if key[0] != "group":
         return key
     cfg = {k: v for k, v in c.exp.config().items() if k != "seed"}
-    return ("group", key[1], json.dumps(cfg, sort_keys=True, default=str), c.device, c.choice.executor)
+    return ("group", key[1], json.dumps(cfg, sort_keys=True, default=str))
 
 
 def _sizes(cells: list, idx: list, group_runs: int | None) -> tuple[int, str]:
