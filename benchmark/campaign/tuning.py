@@ -459,6 +459,11 @@ def chosen_at_end(tuned: dict) -> list[tuple[str, dict]]:
     return [(k, t["points"][t["chosen_index"]]["point"]) for k, t in tuned.items() if at_edge(t)]
 
 
+def failed_runs(pt: dict) -> dict:
+    """{tuning seed: status} of a tuning point's runs that did not end ``ok`` (diverged, failed)."""
+    return {s: v for s, v in (pt.get("status") or {}).items() if v != "ok"}
+
+
 def lost_to_failures(t: dict) -> list[dict]:
     """The points of a tuning record (or its summary) that lost to its choice only by runs that diverged or failed:
     each point whose mean over the tuning seeds where it trained beats the choice's score (the score counts such a
@@ -472,8 +477,7 @@ def lost_to_failures(t: dict) -> list[dict]:
         return []
     out = []
     for pt in t["points"]:
-        status, acc = pt.get("status") or {}, pt.get("validation_accuracy") or {}
-        bad = {s: v for s, v in status.items() if v != "ok"}
+        acc, bad = pt.get("validation_accuracy") or {}, failed_runs(pt)
         ok = [v for s, v in acc.items() if s not in bad and v is not None]
         if pt is pick or not bad or not ok or sum(ok) / len(ok) <= pick["mean"]:
             continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from benchmark.campaign.tuning import lost_to_failures, point_label
+from benchmark.campaign.tuning import failed_runs, lost_to_failures, point_label
 
 from .metrics import METRICS
 
@@ -30,17 +30,12 @@ def _sort_key(point: dict) -> tuple:
                  for v in point.values())
 
 
-def _failed(pt: dict) -> dict:
-    """{tuning seed: status} of a point's runs that did not end ``ok`` (diverged, failed)."""
-    return {s: v for s, v in (pt.get("status") or {}).items() if v != "ok"}
-
-
 def _score(pt: dict) -> str:
     if pt["mean"] is None:
-        st = set(_failed(pt).values())
+        st = set(failed_runs(pt).values())
         return " and ".join(sorted(st)) if st else "no score"
     sd = pt.get("sd")
-    bad = _failed(pt)
+    bad = failed_runs(pt)
     return f"{100 * pt['mean']:.1f}" + ("" if sd is None else f" +- {100 * sd:.1f}") + (
         f" ({' and '.join(sorted(set(bad.values())))} on {len(bad)} of {len(pt['status'])})"
         if bad else "")
