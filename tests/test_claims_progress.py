@@ -1,6 +1,7 @@
 """``fedrepro claims --dry-run`` with records: what each planned row has recorded and what is left
 (``theory.empirical.progress``), the cost re-fitted from this version's own runs."""
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +59,69 @@ def test_a_fixed_settings_run_is_counted_once(monkeypatch):
     p = progress.recorded("x", sc, m.ARMS, plan)
     assert p["done"] == 3 and p["done_minutes"] == pytest.approx(3.0)
     assert next(r for r in p["rows"] if r["setting"] == fixed and r["arm"] == arm)["done"] == 3
+
+
+def _archive(root, version, scale_folder, records):
+    """``records`` written as run records and packed as ``root/claims/<version>/records.tar.gz`` (members relative
+    to the version's folder, as the published archives are); the unpacked files removed."""
+    import shutil
+    import tarfile
+
+    from benchmark.runs.store import write_record
+
+    base = root / "claims" / version
+    folder = base / scale_folder / "runs" if scale_folder else base / "runs"
+    folder.mkdir(parents=True)
+    for r in records:
+        write_record(folder, {**r, "status": "ok", "history": []})
+    with tarfile.open(base / "records.tar.gz", "w:gz") as tar:
+        tar.add(folder, arcname=str(folder.relative_to(base)))
+    shutil.rmtree(folder)
+
+
+def test_the_dry_run_plans_at_the_newest_earlier_versions_recorded_costs(tmp_path):
+    """Before this version has records, the plan is also given at the newest earlier version's recorded costs (its
+    archive unpacked into a temporary folder, removed after): a row with 3 or more records at their mean, another at
+    the declared cost; an older version, a newer one and a folder that is not a version are not read."""
+    m, sc, plan = _plan("lfl", "cpu")
+    lfl = sc.base("noniid_m40_full", m.ARMS["lfl"])
+    lb = sc.base("noniid_m40_full", m.ARMS["lb"])
+    t = sc.tune_seeds
+    _archive(tmp_path, "0.4.0", None, [_record(lfl, s, 120.0, lr=0.03) for s in t] + [_record(lb, t[0], 30.0)])
+    _archive(tmp_path, "0.3.0", None, [_record(lfl, s, 600.0, lr=0.03) for s in t])  # older: not read
+    _archive(tmp_path, "0.9.0", None, [_record(lfl, s, 6.0, lr=0.03) for s in t])  # newer than this version
+    (tmp_path / "claims" / "partial").mkdir()
+    assert [v for v, _ in progress.earlier_versions([tmp_path], "0.5.0")] == ["0.4.0", "0.3.0"]
+    unpacked = {}
+    got = progress.measured_before([tmp_path], "0.5.0", sc, m.ARMS, plan, unpacked)
+    assert got["version"] == "0.4.0" and got["measured_rows"] == 1 and got["rows"] == len(plan["rows"])
+    rows = {r["arm"]: (r, per) for r, per in zip(plan["rows"], got["minutes_per_run"])}
+    assert rows["lfl"][1] == pytest.approx(2.0)  # 3 records of 2 CPU-min
+    assert rows["lb"][1] == rows["lb"][0]["minutes_per_run"]  # 1 record: the declared cost
+    assert got["cpu_minutes"] == pytest.approx(sum(r["runs"] * per for r, per in rows.values()))
+    assert "0.4.0's recorded costs (1 of" in progress.measured_before_line(got)
+    assert not (tmp_path / "claims" / "0.4.0" / "runs").exists()  # read from a temporary folder, not restored here
+    assert all(p.is_dir() for p in unpacked.values())
+    assert progress.measured_before([tmp_path], "0.3.0", sc, m.ARMS, plan, {}) is None  # nothing older
+
+
+def test_the_dry_run_removes_its_temporary_folders(tmp_path, monkeypatch):
+    """``plan_claims`` with a results root unpacks earlier archives into temporary folders and removes them."""
+    from theory.empirical import run as erun
+
+    made = []
+    real = progress.earlier_records
+
+    def spy(root, version_, scale_name, unpacked):
+        out = real(root, version_, scale_name, unpacked)
+        made.extend(unpacked.values())
+        return out
+
+    m, sc, _ = _plan("lfl", "cpu")
+    lfl = sc.base("noniid_m40_full", m.ARMS["lfl"])
+    _archive(tmp_path, "0.0.1", None, [_record(lfl, s, 120.0, lr=0.03) for s in sc.tune_seeds])
+    monkeypatch.setattr(progress, "earlier_records", spy)
+    monkeypatch.setattr("benchmark.reports.leaderboard.committed_results", lambda: None)
+    [p] = erun.plan_claims("lfl", "cpu", root=tmp_path)
+    assert p["scales"][0]["measured_before"]["version"] == "0.0.1"
+    assert made and not any(Path(f).exists() for f in made)

@@ -38,7 +38,7 @@ def show_plan(a) -> int:
     """``--dry-run``: each paper's budget, scales, looks and cost plan at the measured costs; nothing runs."""
     from theory.empirical.family import shares_line
     from theory.empirical.run import plan_claims
-    from theory.empirical.progress import MEASURED_AT_LEAST, progress_lines
+    from theory.empirical.progress import MEASURED_AT_LEAST, measured_before_line, progress_lines
     from theory.empirical.scale import plan_lines
 
     plan = plan_claims(a.paper, a.scale, _looks(a), root=args.results_root(a))
@@ -54,12 +54,22 @@ def show_plan(a) -> int:
             which = "those the first stage leaves INCONCLUSIVE among " if sc.get("inconclusive_only") else ""
             print(f"  scale {sc['scale']}: {seeds}looks {sc['looks']}, claims {which}{', '.join(sc['claims'])}")
             print("\n".join(f"    {line}" for line in plan_lines(sc["plan"])))
+            if sc.get("measured_before"):
+                print(f"    {measured_before_line(sc['measured_before'])}")
             if sc["recorded"]["done"]:
                 print("\n".join(f"    {line}" for line in progress_lines(sc["recorded"])))
     total = sum(p["cpu_minutes"] for p in plan)
-    print(f"planned: {total:.0f} CPU-min at the measured costs, about {total / 60 / 2:.1f} h on 2 cores with "
+    print(f"planned: {total:.0f} CPU-min at the declared costs, about {total / 60 / 2:.1f} h on 2 cores with "
           f"--backend process --jobs 2 (budgets: {sum(p['budget']['cpu_minutes'] for p in plan):g} CPU-min); the "
           f"looks stop early where a claim is decided")
+    before = [(sc["measured_before"], sc["plan"]) for p in plan for sc in p["scales"] if sc.get("measured_before")]
+    if before:
+        versions = sorted({m["version"] for m, _ in before})
+        at = sum(m["cpu_minutes"] for m, _ in before) + sum(
+            p["cpu_minutes"] for p in plan for sc in p["scales"] if not sc.get("measured_before"))
+        print(f"at the newest earlier version's recorded costs ({', '.join(versions)}; the same protocol run by "
+              f"that version's code, so an upper bound where this version is faster): {at:.0f} CPU-min at the "
+              f"worst, about {at / 60 / 2:.1f} h on 2 cores")
     done = sum(sc["recorded"]["done_minutes"] for p in plan for sc in p["scales"])
     if done:
         left = sum(sc["recorded"]["left_minutes"] for p in plan for sc in p["scales"])

@@ -88,3 +88,67 @@ def progress_lines(p: dict) -> list[str]:
     out.append(f"recorded: {p['done']} of {p['runs']} planned runs, {p['done_minutes']:.0f} CPU-min as recorded "
                f"({p['folder']}); left at the worst: {p['left_minutes']:.0f} CPU-min")
     return out
+
+
+def earlier_versions(roots, this: str) -> list[tuple[str, Path]]:
+    """The claims versions older than ``this`` that hold records (a ``claims/<version>`` folder or its archives)
+    under any of ``roots``, newest first, each with the first root that has it."""
+    found: dict[str, Path] = {}
+    for root in roots:
+        base = Path(root) / "claims" if root else None
+        for d in sorted(base.iterdir()) if base is not None and base.is_dir() else []:
+            if d.is_dir() and _release(d.name) and _release(this) and _release(d.name) < _release(this):
+                found.setdefault(d.name, Path(root))
+    return sorted(found.items(), key=lambda kv: _release(kv[0]), reverse=True)
+
+
+def _release(name: str) -> tuple | None:
+    """A release's numbers ("0.4.0" -> (0, 4, 0)), or None for a folder that is not one."""
+    parts = name.split(".")
+    return tuple(int(x) for x in parts) if all(x.isdigit() for x in parts) else None
+
+
+def earlier_records(root: Path, version_: str, scale_name: str, unpacked: dict) -> list[dict]:
+    """``version_``'s records of one scale under ``root``: its runs folder where the records are there, else read
+    from its archives (``archive.archives``) unpacked once into a temporary folder (``unpacked``: {(root,
+    version): folder}, the caller's, removed by it)."""
+    import tempfile
+
+    from . import archive, paths
+
+    folder = paths.runs_folder(root, version_, scale_name)
+    if not folder.is_dir():
+        key = (str(root), version_)
+        if key not in unpacked:
+            unpacked[key] = Path(tempfile.mkdtemp(prefix="fedrepro-costs-"))
+            archive.restore(unpacked[key], version_, archive.archives(root, version_))
+        folder = paths.runs_folder(unpacked[key], version_, scale_name)
+    return read_records(folder) if folder.is_dir() else []
+
+
+def measured_before(roots, this: str, sc, arms: dict, plan: dict, unpacked: dict) -> dict | None:
+    """The newest earlier version's measured cost of ``plan`` (a scale's ``cost_plan``): per row its mean CPU
+    minutes per run where that version recorded at least ``MEASURED_AT_LEAST`` of the row's runs (the same
+    protocol's cells, run by older code: an upper bound where this version is faster, as 0.5.0 is), else the
+    plan's declared cost; None where no earlier version recorded this scale. For the dry run, before this version
+    has records of its own."""
+    for v, root in earlier_versions(roots, this):
+        recs = earlier_records(root, v, sc.name, unpacked)
+        if not recs:
+            continue
+        rows = recorded(f"{v}:{sc.name}", sc, arms, plan, {f"{v}:{sc.name}": recs})["rows"]
+        per_run = [r["minutes_measured"] if r["minutes_measured"] is not None else r["minutes_per_run"] for r in rows]
+        if all(r["minutes_measured"] is None for r in rows):
+            continue
+        return {"version": v, "measured_rows": sum(r["minutes_measured"] is not None for r in rows),
+                "rows": len(rows), "cpu_minutes": sum(r["runs"] * (m or 0.0) for r, m in zip(rows, per_run)),
+                "minutes_per_run": per_run}
+    return None
+
+
+def measured_before_line(m: dict) -> str:
+    """One sentence for the dry run: the scale's plan at the earlier version's recorded costs."""
+    rest = ", the others at the declared cost" if m["measured_rows"] < m["rows"] else ""
+    return (f"at {m['version']}'s recorded costs ({m['measured_rows']} of {m['rows']} rows with "
+            f"{MEASURED_AT_LEAST} or more of their runs recorded there{rest}): {m['cpu_minutes']:.0f} CPU-min at "
+            "the worst")

@@ -433,12 +433,28 @@ def plan_claims(paper: str | None = None, scale: str = "cpu", looks: tuple | Non
     (``family.Family.describe``) and, per CPU scale (or per replication, ``scale="replication"``), the claims it
     runs, its looks (``looks`` where they replace the declared ones, checked by ``design_looks``) and its cost plan
     at the measured costs (``CpuScale.cost_plan``, up to the last look's seeds); with a results ``root``, also what
-    its folder has recorded so far and what is left (``progress.recorded``)."""
+    its folder has recorded so far and what is left (``progress.recorded``), and the plan at the newest earlier
+    version's recorded costs, from ``root`` or the committed results and their archives
+    (``progress.measured_before``)."""
+    import shutil
+
+    from benchmark.reports.leaderboard import committed_results
+
     from . import papers as paper_modules
-    from .progress import recorded
-    looks = design_looks(scale, looks)
+    roots = [] if root is None else list(dict.fromkeys(str(r) for r in (root, committed_results()) if r))
+    unpacked: dict = {}  # archives unpacked into temporary folders for the earlier costs, removed here
+    try:
+        return _plan_papers(paper_modules(paper), scale, design_looks(scale, looks), root, roots, unpacked)
+    finally:
+        for folder in unpacked.values():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _plan_papers(modules, scale: str, looks, root, roots: list, unpacked: dict) -> list[dict]:
+    """``plan_claims``'s loop over the papers."""
+    from .progress import measured_before, recorded
     out, read = [], {}  # read: each folder's records, once (several papers' scales share one)
-    for m in paper_modules(paper):
+    for m in modules:
         scs = paper_scales(m, "replication" if scale == "replication" else "cpu")
         if not scs:
             continue
@@ -450,8 +466,10 @@ def plan_claims(paper: str | None = None, scale: str = "cpu", looks: tuple | Non
                            "inconclusive_only": sc.inconclusive_only,
                            "looks": list(looks or sc.looks or scale_looks(m.BUDGET.looks, sc.max_seeds)), "plan": plan,
                            "seeds": [sc.seed_start, sc.seed_start + (looks[-1] if looks else sc.max_seeds) - 1],
-                           **({} if root is None else {"recorded": recorded(paths.runs_folder(root, None, sc.name), sc,
-                                                                             m.ARMS, plan, read)})})
+                           **({} if root is None else {
+                               "recorded": recorded(paths.runs_folder(root, None, sc.name), sc, m.ARMS, plan, read),
+                               "measured_before": measured_before(roots, paths.version(), sc, m.ARMS, plan,
+                                                                  unpacked)})})
         budget = ({"looks": list(scs[0].looks), "cpu_minutes": sum(sc.cpu_minutes for sc in scs),
                    "reason": "the replications' own budgets"} if scale == "replication" else
                   {"looks": list(m.BUDGET.looks), "cpu_minutes": m.BUDGET.cpu_minutes, "reason": m.BUDGET.reason})
