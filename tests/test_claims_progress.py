@@ -93,6 +93,15 @@ def test_the_dry_run_plans_at_the_newest_earlier_versions_recorded_costs(tmp_pat
     (tmp_path / "claims" / "partial").mkdir()
     assert [v for v, _ in progress.earlier_versions([tmp_path], "0.5.0")] == ["0.4.0", "0.3.0"]
     unpacked = {}
+    try:
+        _check_measured_before(tmp_path, sc, m, plan, unpacked)
+    finally:
+        import shutil
+        for folder in unpacked.values():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _check_measured_before(tmp_path, sc, m, plan, unpacked):
     got = progress.measured_before([tmp_path], "0.5.0", sc, m.ARMS, plan, unpacked)
     assert got["version"] == "0.4.0" and got["measured_rows"] == 1 and got["rows"] == len(plan["rows"])
     rows = {r["arm"]: (r, per) for r, per in zip(plan["rows"], got["minutes_per_run"])}
