@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .core import Algorithm, Message, optim, register
+from .core import Algorithm, Message, descend, optim, register
 from .core.hyper import POSITIVE, Range, param
 
 
@@ -56,13 +56,16 @@ def swa_local_loop(ctx, params: torch.Tensor, rho: float, correction: torch.Tens
 
     def step(carry, batch, s):
         p, state, lr_sum, g0 = carry
-        _, g = ctx.loss_and_grad(p, batch)
-        if first_grad and s == 0:  # s is a Python int: static under vmap
-            g0 = g
-        if correction is not None:
-            g = g + correction
         lr_s = linear_decay_lr(ctx, s, rho)
-        p, state = opt.step(p, g, state, lr_s)
+        if correction is None and not (first_grad and s == 0):  # s is a Python int: static under vmap
+            p, state = descend(ctx, p, batch, opt, state, lr_s)  # the plain step (an executor may fuse it)
+        else:
+            _, g = ctx.loss_and_grad(p, batch)
+            if first_grad and s == 0:
+                g0 = g
+            if correction is not None:
+                g = g + correction
+            p, state = opt.step(p, g, state, lr_s)
         return p, state, lr_sum + (lr_s * optim.momentum_gain(beta, s) if beta else lr_s), g0
 
     zero = torch.zeros((), dtype=params.dtype, device=params.device)

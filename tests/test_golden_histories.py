@@ -41,6 +41,12 @@ CHANGES = (
      "on the AVX-512 Xeon of 8fe98d46af3f two cases moved: fmnist/gradma_mlp/gradma/sequential (its BatchNorm1d "
      "statistics) and fmnist/fedbat_cnn/fedavg/vectorized (its first local step's products), the others' 2 rounds "
      "end on the same bits"),
+    ("fused_sgd", ("*/vectorized", "batched/*"),
+     "0.5.0's numerics, continued (issue 45, ninth round): under the vectorized executor a plain chain's plain SGD "
+     "step takes each layer's update inside its gradient's product (benchmark.sim.chain_grad.value_and_descend: "
+     "W + (-lr g)^T h by one addmm, in place from a local loop's second step on); on the AVX-512 Xeon of "
+     "8fe98d46af3f 21 of its 56 cases moved (every algorithm whose local loop is algorithms.core.base.sgd_loop or "
+     "FedSWA's on an MLP or logistic regression, the padded and batched FedAvg), the others end on the same bits"),
 )
 _WHERE = (f"against {GOLDEN_FILE.name} (this machine's kernels: {MACHINE}; a CPU whose kernels sum otherwise needs "
           "its own file, generated from aa98dfe's code: python -m tests.golden OUT.json there)")

@@ -14,7 +14,7 @@ algorithm (algorithms live one module each in ``algorithms/``, compression in ``
 The names below are the ones an algorithm module needs: ``from .core import Algorithm, Message, register``.
 """
 from . import hyper, optim  # noqa: F401
-from .base import Algorithm, LocalContext, NoHyperparameters, RoundInfo, diagnose  # noqa: F401
+from .base import Algorithm, LocalContext, NoHyperparameters, RoundInfo, descend, diagnose  # noqa: F401
 from .layout import ParamLayout, ParamSlice  # noqa: F401
 from .message import Message, stack_trees, tree_map, unstack_tree  # noqa: F401
 from .registry import configure, make_hyper, register, with_server_momentum  # noqa: F401

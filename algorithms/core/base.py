@@ -61,6 +61,9 @@ class LocalContext(Protocol):
         """Mean loss of the model at ``params`` on ``batch`` and its gradient w.r.t. ``params``.
 
         ``update_stats=False``: an auxiliary gradient that leaves normalisation statistics alone.
+        (Optional, beside it: ``descend(params, batch, opt, state, lr) -> (params, state)``, one step of ``opt``
+        on the plain loss, which an executor may take another way with the same math; algorithms call it through
+        ``algorithms.core.descend``, which falls back to this and ``opt.step`` where a context lacks it.)
         """
 
     def value_and_grad(self, f: Callable, args: Any, batch: Any,
@@ -202,14 +205,25 @@ class Algorithm:
         def step(carry, batch, s):
             p, state = carry
             if grad_fn is None:
-                _, g = ctx.loss_and_grad(p, batch)
-            else:
-                _, g = grad_fn(p, batch, s)
-            p, state = opt.step(p, g, state, ctx.lr)
-            return p, state
+                return descend(ctx, p, batch, opt, state, ctx.lr)
+            _, g = grad_fn(p, batch, s)
+            return opt.step(p, g, state, ctx.lr)
 
         p, _ = ctx.loop(step, (params, opt.init(params)))
         return p
+
+
+def descend(ctx: LocalContext, params: torch.Tensor, batch: Any, opt, state, lr) -> tuple[torch.Tensor, Any]:
+    """One local step of the optimizer ``opt`` (its ``state``) at learning rate ``lr`` on the plain loss of
+    ``batch``: ``(params, state)``, as ``ctx.loss_and_grad`` then ``opt.step``. Through ``ctx.descend`` where the
+    context has it: an executor may take the step another way with the same math (the vectorized executor fuses
+    plain SGD into a plain chain's gradient products: float32 rounding, 0.5.0's numerics). A local loop that needs
+    the gradient itself, or changes it, calls ``loss_and_grad``."""
+    fused = getattr(ctx, "descend", None)
+    if fused is not None:
+        return fused(params, batch, opt, state, lr)
+    _, g = ctx.loss_and_grad(params, batch)
+    return opt.step(params, g, state, lr)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ learning rate, seed, batched hyperparameters) and returns a :class:`RoundOutput`
 
 Both executors build the same ``ClientContext`` for each client: batches are index gathers into the training
 tensors, gradients come from ``torch.func`` on a functional copy of the model (``benchmark.sim.functional``;
-a plain chain's loss gradient under vmap from its backward written out, ``benchmark.sim.chain_grad``),
+a plain chain's loss gradient under vmap from its backward written out, ``benchmark.sim.chain_grad``, and
+a plain chain's plain SGD step under vmap with each layer's update inside its gradient's product, ``descend``),
 randomness from a counter-based ``CounterRng`` keyed by (seed, round, client). The vectorized executor stacks the sampled clients (of every run of the job) and runs ``Algorithm.local_update`` once under
 ``torch.func.vmap``; clients with fewer local steps are masked (a masked step leaves every carried tensor
 unchanged), and partial batches are padded with zero-weight samples. Hence both executors give the same
@@ -32,6 +33,7 @@ import torch
 from torch.func import vmap
 
 from algorithms.core import Algorithm, CounterRng, Message, splitmix64, stack_trees, tree_map, unstack_tree
+from algorithms.core.optim import SGD
 
 from benchmark.sim import EXECUTORS, GRAPH, is_compile_mode
 from benchmark.sim import chain_grad, vmap_layers
@@ -289,6 +291,25 @@ class ClientContext:
                 return self._took(*got)
         return self.value_and_grad(lambda p, model_fn, b: self.criterion(model_fn(p, b.x), b), params, batch,
                                    update_stats)
+
+    def descend(self, params: torch.Tensor, batch: Batch, opt, state, lr):
+        """One local step of ``opt`` on the plain loss (``algorithms.core.descend``): ``(params, state)``. Under vmap,
+        for a plain chain and plain SGD (no momentum, no weight decay), each layer's update is taken inside its
+        gradient's product (``chain_grad.value_and_descend``), in place from a loop's second step on where nothing
+        else reads the carry (no masked step, no step hook); else ``loss_and_grad`` and ``opt.step``."""
+        fm, s = self.fmodel, self._step
+        if (fm.chain_grad is not None and not self.setup.trim_padding and self._step_hook is None
+                and type(opt) is SGD and opt.momentum == 0.0 and not opt.weight_decay and chain_grad.only_vmap()):
+            masked = s is None or (self._active is not None and (self.setup.masked_steps is None
+                                                                 or self.setup.masked_steps[s]))
+            got = chain_grad.value_and_descend(fm.chain_grad, fm.layout, params, batch.x, batch.y, batch.w, lr,
+                                               in_place=not masked and s > 0)
+            if got is not None:
+                loss, params = got
+                self._took(loss, None)
+                return params, state
+        _, g = self.loss_and_grad(params, batch)
+        return opt.step(params, g, state, lr)
 
     def eval_loss(self, params: torch.Tensor, batch: Batch) -> torch.Tensor:
         """The loss at ``params`` on ``batch`` (BatchNorm on batch statistics, nothing recorded, no dropout)."""
