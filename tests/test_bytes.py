@@ -1,6 +1,7 @@
 """Memory traffic of a local step (issue 24, item 3): what the vectorized step no longer moves, with the same
 results bit for bit, and the counter's per-operator bytes (benchmark.sim.functional, benchmark.sim.executors,
 benchmark.perf.counting, benchmark.perf.step_counts)."""
+import numpy as np
 import pytest
 import torch
 
@@ -60,7 +61,7 @@ def test_unflatten_falls_back_when_slices_do_not_tile():
 
 
 def test_masked_steps():
-    jobs = [ex.ClientJob(i, ex.client_schedule(ex.np.arange(n), ex.np.random.default_rng(0), 1, None, 4), {}, n)
+    jobs = [ex.ClientJob(i, ex.client_schedule(np.arange(n), np.random.default_rng(0), 1, None, 4), {}, n)
             for i, n in enumerate((3, 9, 13))]  # 1, 3 and 4 steps
     assert ex.masked_steps(jobs) == (False, True, True, True)
     assert ex.masked_steps(jobs[1:2]) == (False, False, False)

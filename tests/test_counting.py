@@ -1,4 +1,5 @@
 """Host syncs, kernels and bytes counted on the CPU (benchmark.perf.counting, benchmark.perf.step_counts; issue 24)."""
+import numpy as np
 import pytest
 import torch
 
@@ -73,7 +74,7 @@ def test_a_planted_item_in_the_step_is_counted(monkeypatch):
 
 
 def test_sequential_trims_with_host_lengths():
-    sch = ex.client_schedule(ex.np.arange(10), ex.np.random.default_rng(0), 1, None, 4)
+    sch = ex.client_schedule(np.arange(10), np.random.default_rng(0), 1, None, 4)
     assert sch.lengths == (4, 4, 2)
     assert ex.Schedule(sch.idx, sch.w).lengths == (4, 4, 2)  # made from the weights when not given
 
