@@ -109,8 +109,8 @@ def _accuracies(r):
     return [h["test_accuracy"] for h in r.history if h["test_accuracy"] is not None]
 
 
-@pytest.mark.parametrize("name", ["fedavg", "fedswa"])
-def test_a_vectorized_run_takes_the_fused_step_and_stays_within_rounding(name, monkeypatch):
+def _spy(monkeypatch) -> list:
+    """The ``in_place`` of every fused step taken, in order."""
     calls = []
     real = chain_grad.value_and_descend
 
@@ -118,6 +118,12 @@ def test_a_vectorized_run_takes_the_fused_step_and_stays_within_rounding(name, m
         calls.append(k.get("in_place"))
         return real(*a, **k)
     monkeypatch.setattr(chain_grad, "value_and_descend", spy)
+    return calls
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedswa"])
+def test_a_vectorized_run_takes_the_fused_step_and_stays_within_rounding(name, monkeypatch):
+    calls = _spy(monkeypatch)
     fused = _run(name, "vectorized")
     assert calls and True in calls and False in calls  # out of place at each loop's first step, then in place
     with monkeypatch.context() as m:
@@ -141,13 +147,7 @@ def test_padded_steps_fall_back_where_masked_and_match_the_unfused_run(monkeypat
     """Clients with unequal numbers of local steps (epochs over unequal shards) are masked at the steps only some
     run: there the step is taken out of place, since the loop keeps the carry to fall back to."""
     change = dict(local_steps=None, local_epochs=1, partition="dirichlet:0.3")
-    calls = []
-    real = chain_grad.value_and_descend
-
-    def spy(*a, **k):
-        calls.append(k.get("in_place"))
-        return real(*a, **k)
-    monkeypatch.setattr(chain_grad, "value_and_descend", spy)
+    calls = _spy(monkeypatch)
     fused = _run("fedavg", "vectorized", **change)
     assert True in calls and calls.count(False) > 2  # in place where every client steps; out of place where masked
     with monkeypatch.context() as m:

@@ -72,20 +72,12 @@ def value_and_grad(chain: tuple, layout, flat: torch.Tensor, x: torch.Tensor, y:
     got = _forward(chain, layout, flat, x, y, w)
     if got is None:
         return None
-    value, g, saved, _ = got
+    value, g_out, saved, _ = got
     grads = {}
-    first = next(i for i, s in enumerate(saved) if s[0][0] == "linear")
-    for i in range(len(saved) - 1, first - 1, -1):
-        op = saved[i][0]
-        if op[0] == "linear":
-            _, h_in, W = saved[i]
-            if op[2] is not None:
-                grads[op[2]] = g.sum(0)  # addmm's self, summed to the bias's shape
-            grads[op[1]] = g.t().mm(h_in)  # mm_mat2_backward of W^T, then t's backward
-            if i > first:
-                g = g.mm(W)  # mm_mat1_backward
-        else:
-            g = _through(saved[i], g)
+    for op, h_in, _, g in _layers(saved, g_out):
+        if op[2] is not None:
+            grads[op[2]] = g.sum(0)  # addmm's self, summed to the bias's shape
+        grads[op[1]] = g.t().mm(h_in)  # mm_mat2_backward of W^T, then t's backward
     return value, torch.cat([grads[s.name].reshape(-1) for s in layout.slices])
 
 
@@ -104,37 +96,42 @@ def value_and_descend(chain: tuple, layout, flat: torch.Tensor, x: torch.Tensor,
     got = _forward(chain, layout, flat, x, y, w)
     if got is None:
         return None
-    value, g, saved, params = got
+    value, g_out, saved, params = got
     new = {}
+    for op, h_in, W, g in _layers(saved, g_out):  # the input's gradient is taken from W before its update
+        step = g * (-lr)
+        b = None if op[2] is None else params[op[2]]
+        if in_place:
+            with warnings.catch_warnings():  # vmap runs addmm_ client by client: no batched rule, no slower
+                warnings.filterwarnings("ignore", message=".*batching rule for aten::addmm_.*")
+                W.addmm_(step.t(), h_in)
+            if b is not None:
+                b.add_(step.sum(0))
+        else:
+            new[op[1]] = torch.addmm(W, step.t(), h_in)
+            if b is not None:
+                new[op[2]] = b + step.sum(0)
+    return value, flat if in_place else torch.cat([new[s.name].reshape(-1) for s in layout.slices])
+
+
+def _layers(saved: list, g: torch.Tensor):
+    """The chain walked backward from the output gradient ``g``: per linear layer, last first, (its op, its input,
+    its weights, the gradient at its output). The gradient carried to the layer's input (``mm_mat1_backward``:
+    ``g W``) is taken before the layer is yielded, so from its weights as they were in the forward even where the
+    caller then updates them in place; ReLU (``threshold_backward`` on its result) and flatten (a reshape) carry it
+    on; nothing is carried below the first linear layer."""
     first = next(i for i, s in enumerate(saved) if s[0][0] == "linear")
     for i in range(len(saved) - 1, first - 1, -1):
         op = saved[i][0]
         if op[0] == "linear":
             _, h_in, W = saved[i]
-            step = g * (-lr)
-            g_in = g.mm(W) if i > first else None  # the input's gradient from W before its update
-            b = None if op[2] is None else params[op[2]]
-            if in_place:
-                with warnings.catch_warnings():  # vmap runs addmm_ client by client: no batched rule, no slower
-                    warnings.filterwarnings("ignore", message=".*batching rule for aten::addmm_.*")
-                    W.addmm_(step.t(), h_in)
-                if b is not None:
-                    b.add_(step.sum(0))
-            else:
-                new[op[1]] = torch.addmm(W, step.t(), h_in)
-                if b is not None:
-                    new[op[2]] = b + step.sum(0)
+            g_in = g.mm(W) if i > first else None
+            yield op, h_in, W, g
             g = g_in
+        elif op[0] == "relu":
+            g = torch.ops.aten.threshold_backward(g, saved[i][1], 0)
         else:
-            g = _through(saved[i], g)
-    return value, flat if in_place else torch.cat([new[s.name].reshape(-1) for s in layout.slices])
-
-
-def _through(saved: tuple, g: torch.Tensor) -> torch.Tensor:
-    """The output gradient of a ReLU or flatten step carried to its input."""
-    if saved[0][0] == "relu":
-        return torch.ops.aten.threshold_backward(g, saved[1], 0)
-    return g.reshape(saved[1])
+            g = g.reshape(saved[i][1])
 
 
 def _forward(chain: tuple, layout, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor):
