@@ -119,7 +119,7 @@ def test_the_dry_run_removes_its_temporary_folders(tmp_path, monkeypatch):
     from theory.empirical import run as erun
 
     made = []
-    real = progress.earlier_records
+    real = progress.earlier_folder
 
     def spy(root, version_, scale_name, unpacked):
         out = real(root, version_, scale_name, unpacked)
@@ -129,7 +129,7 @@ def test_the_dry_run_removes_its_temporary_folders(tmp_path, monkeypatch):
     m, sc, _ = _plan("lfl", "cpu")
     lfl = sc.base("noniid_m40_full", m.ARMS["lfl"])
     _archive(tmp_path, "0.0.1", None, [_record(lfl, s, 120.0, lr=0.03) for s in sc.tune_seeds])
-    monkeypatch.setattr(progress, "earlier_records", spy)
+    monkeypatch.setattr(progress, "earlier_folder", spy)
     monkeypatch.setattr("benchmark.reports.leaderboard.committed_results", lambda: None)
     [p] = erun.plan_claims("lfl", "cpu", root=tmp_path)
     assert p["scales"][0]["measured_before"]["version"] == "0.0.1"

@@ -62,10 +62,10 @@ def show_plan(a) -> int:
     print(f"planned: {total:.0f} CPU-min at the declared costs, about {total / 60 / 2:.1f} h on 2 cores with "
           f"--backend process --jobs 2 (budgets: {sum(p['budget']['cpu_minutes'] for p in plan):g} CPU-min); the "
           f"looks stop early where a claim is decided")
-    before = [(sc["measured_before"], sc["plan"]) for p in plan for sc in p["scales"] if sc.get("measured_before")]
+    before = [sc["measured_before"] for p in plan for sc in p["scales"] if sc.get("measured_before")]
     if before:
-        versions = sorted({m["version"] for m, _ in before})
-        at = sum(m["cpu_minutes"] for m, _ in before) + sum(
+        versions = sorted({m["version"] for m in before})
+        at = sum(m["cpu_minutes"] for m in before) + sum(
             p["cpu_minutes"] for p in plan for sc in p["scales"] if not sc.get("measured_before"))
         print(f"at the newest earlier version's recorded costs ({', '.join(versions)}; the same protocol run by "
               f"that version's code, so an upper bound where this version is faster): {at:.0f} CPU-min at the "

@@ -94,10 +94,11 @@ def earlier_versions(roots, this: str) -> list[tuple[str, Path]]:
     """The claims versions older than ``this`` that hold records (a ``claims/<version>`` folder or its archives)
     under any of ``roots``, newest first, each with the first root that has it."""
     found: dict[str, Path] = {}
+    now = _release(this)
     for root in roots:
-        base = Path(root) / "claims" if root else None
+        base = Path(root) / "claims" if root and now else None
         for d in sorted(base.iterdir()) if base is not None and base.is_dir() else []:
-            if d.is_dir() and _release(d.name) and _release(this) and _release(d.name) < _release(this):
+            if d.is_dir() and _release(d.name) and _release(d.name) < now:
                 found.setdefault(d.name, Path(root))
     return sorted(found.items(), key=lambda kv: _release(kv[0]), reverse=True)
 
@@ -108,10 +109,10 @@ def _release(name: str) -> tuple | None:
     return tuple(int(x) for x in parts) if all(x.isdigit() for x in parts) else None
 
 
-def earlier_records(root: Path, version_: str, scale_name: str, unpacked: dict) -> list[dict]:
-    """``version_``'s records of one scale under ``root``: its runs folder where the records are there, else read
-    from its archives (``archive.archives``) unpacked once into a temporary folder (``unpacked``: {(root,
-    version): folder}, the caller's, removed by it)."""
+def earlier_folder(root: Path, version_: str, scale_name: str, unpacked: dict) -> Path:
+    """The folder of ``version_``'s records of one scale under ``root``: its runs folder where the records are
+    there, else that folder in its archives (``archive.archives``) unpacked once into a temporary folder
+    (``unpacked``: {(root, version): folder}, the caller's, removed by it)."""
     import tempfile
 
     from . import archive, paths
@@ -123,20 +124,21 @@ def earlier_records(root: Path, version_: str, scale_name: str, unpacked: dict) 
             unpacked[key] = Path(tempfile.mkdtemp(prefix="fedrepro-costs-"))
             archive.restore(unpacked[key], version_, archive.archives(root, version_))
         folder = paths.runs_folder(unpacked[key], version_, scale_name)
-    return read_records(folder) if folder.is_dir() else []
+    return folder
 
 
-def measured_before(roots, this: str, sc, arms: dict, plan: dict, unpacked: dict) -> dict | None:
+def measured_before(roots, this: str, sc, arms: dict, plan: dict, unpacked: dict,
+                    read: dict | None = None) -> dict | None:
     """The newest earlier version's measured cost of ``plan`` (a scale's ``cost_plan``): per row its mean CPU
     minutes per run where that version recorded at least ``MEASURED_AT_LEAST`` of the row's runs (the same
     protocol's cells, run by older code: an upper bound where this version is faster, as 0.5.0 is), else the
     plan's declared cost; None where no earlier version recorded this scale. For the dry run, before this version
-    has records of its own."""
+    has records of its own. ``read``: {folder: its records}, as ``recorded`` keeps it (the papers' cpu scales share
+    one folder, read once)."""
+    read = {} if read is None else read
     for v, root in earlier_versions(roots, this):
-        recs = earlier_records(root, v, sc.name, unpacked)
-        if not recs:
-            continue
-        rows = recorded(f"{v}:{sc.name}", sc, arms, plan, {f"{v}:{sc.name}": recs})["rows"]
+        folder = earlier_folder(root, v, sc.name, unpacked)
+        rows = recorded(folder, sc, arms, plan, read)["rows"]
         per_run = [r["minutes_measured"] if r["minutes_measured"] is not None else r["minutes_per_run"] for r in rows]
         if all(r["minutes_measured"] is None for r in rows):
             continue

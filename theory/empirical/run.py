@@ -469,7 +469,7 @@ def _plan_papers(modules, scale: str, looks, root, roots: list, unpacked: dict) 
                            **({} if root is None else {
                                "recorded": recorded(paths.runs_folder(root, None, sc.name), sc, m.ARMS, plan, read),
                                "measured_before": measured_before(roots, paths.version(), sc, m.ARMS, plan,
-                                                                  unpacked)})})
+                                                                  unpacked, read)})})
         budget = ({"looks": list(scs[0].looks), "cpu_minutes": sum(sc.cpu_minutes for sc in scs),
                    "reason": "the replications' own budgets"} if scale == "replication" else
                   {"looks": list(m.BUDGET.looks), "cpu_minutes": m.BUDGET.cpu_minutes, "reason": m.BUDGET.reason})
