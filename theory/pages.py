@@ -569,7 +569,7 @@ def page(paper: str, results: Path, theory_version: str | None = None,
     md += implementation_section(paper)
     md += scales_section(paper)
     md += leaderboards_section(paper, results, out)
-    md += gpu_section(paper)
+    md += gpu_section(paper, (cv, (claims or {}).get("code_version", {}).get("git_commit")) if cv else None)
     return "\n".join(md).rstrip() + "\n"
 
 

@@ -65,8 +65,12 @@ def leaderboards_section(paper: str, results: Path, out: Path | None = None) -> 
 # ------------------------------------------------------------------------------------------------ GPU
 
 
-def gpu_section(paper: str) -> list[str]:
+def gpu_section(paper: str, claims: tuple[str, str | None] | None = None) -> list[str]:
+    """How to reproduce the paper's tables on a GPU and its claims on a CPU. ``claims``: the version of the claims
+    report the page shows and the commit that ran it; where that is not this code's version, the commands judge
+    that version's archived records again (``fedrepro claims --version``) and say which code resumes them."""
     from benchmark.campaign import suite as campaign_suite
+    from benchmark.runs.record import code_version
 
     md = ["## Reproduce the paper's tables on a GPU", "",
           "From the repository root on a machine with a CUDA GPU and the datasets under `.data` (Fashion-MNIST "
@@ -80,19 +84,43 @@ def gpu_section(paper: str) -> list[str]:
                f"python3 -m benchmark.cli run --suite {name} --device cuda --data-root .data",
                f"python3 -m benchmark.cli report --suite {name}   # leaderboard beside the paper's numbers"]
     md += [f"python3 -m benchmark.cli claims --scale full --paper {paper} --no-run   # the claims on those cells",
-           "```", "", "On a CPU, the claims at the scales above. With `--publish` the repository's archived run records "
-           "of this version are restored first (`theory/empirical/archive.py`), so a fresh clone judges them again "
-           "or resumes from them; without it every cell runs anew under `./runs`:", "", "```bash",
-           f"fedrepro claims --paper {paper} --publish --no-run   # the verdicts again from the archived records "
-           "(seconds; nothing runs)",
-           f"fedrepro claims --paper {paper} --publish            # resume: only the cells without a record run",
-           f"fedrepro claims --paper {paper}                      # every cell anew (see the plan above)",
-           f"fedrepro claims --quick --paper {paper}              # a smoke test in seconds, not a verdict"]
+           "```", ""]
     from . import empirical
     from .empirical.scale import paper_scales
 
-    if paper_scales(empirical.paper(paper), "replication"):
-        md += [f"fedrepro claims --scale replication --paper {paper} --publish   # the undecided claims on fresh "
-               "seeds (resumes too)"]
+    replicated = bool(paper_scales(empirical.paper(paper), "replication"))
+    own = code_version()["package"]
+    shown, commit = claims or (None, None)
+    if shown and shown != own:
+        at = f" (commit {commit[:12]})" if commit else ""
+        md += [f"On a CPU, the claims at the scales above. The verdicts on this page are claims {shown}'s: its run "
+               f"records, archived in the repository, were run by that version's code{at}. This code is version "
+               f"{own}, whose runs differ from {shown}'s (the README's changelog says how), so it judges {shown}'s "
+               f"records again (`--version {shown} --no-run`; with `--publish` they are restored first, "
+               "`theory/empirical/archive.py`) but runs and resumes only its own version's cells:",
+               "", "```bash",
+               f"fedrepro claims --version {shown} --paper {paper} --publish --no-run   # claims {shown}'s verdicts "
+               "again from its archived records (under a minute; nothing runs)"]
+        if replicated:
+            md += [f"fedrepro claims --version {shown} --scale replication --paper {paper} --publish --no-run   # "
+                   "its replication's, likewise"]
+        md += [f"fedrepro claims --paper {paper} --publish   # claims {own}: every cell under this code (see the plan "
+               "above), resumable",
+               f"fedrepro claims --quick --paper {paper}     # a smoke test in seconds, not a verdict"]
+        if commit:
+            md += [f"git checkout {commit[:12]} && fedrepro claims --paper {paper} --publish   # {shown}'s own code: "
+                   "resumes from its records (git checkout - to come back)"]
+    else:
+        md += ["On a CPU, the claims at the scales above. With `--publish` the repository's archived run records "
+               "of this version are restored first (`theory/empirical/archive.py`), so a fresh clone judges them "
+               "again or resumes from them; without it every cell runs anew under `./runs`:", "", "```bash",
+               f"fedrepro claims --paper {paper} --publish --no-run   # the verdicts again from the archived records "
+               "(seconds; nothing runs)",
+               f"fedrepro claims --paper {paper} --publish            # resume: only the cells without a record run",
+               f"fedrepro claims --paper {paper}                      # every cell anew (see the plan above)",
+               f"fedrepro claims --quick --paper {paper}              # a smoke test in seconds, not a verdict"]
+        if replicated:
+            md += [f"fedrepro claims --scale replication --paper {paper} --publish   # the undecided claims on fresh "
+                   "seeds (resumes too)"]
     md += [f"fedrepro report --paper {paper} --publish  # regenerate this page", "```", ""]
     return md

@@ -197,7 +197,45 @@ def restore_archived(a) -> None:
                   "cells are not run again", file=sys.stderr)
 
 
+def judged_version(a) -> str | None:
+    """``--version V``: an earlier claims version whose records this code judges again (with --no-run) or whose
+    report it re-renders (--rerender), never runs (its records were made by that version's code: resuming them
+    here would mix two codes' numbers in one report); checked before anything is read. None: this code's own."""
+    from benchmark.reports.leaderboard import committed_results
+    from benchmark.runs.record import code_version
+    from theory.empirical import archive
+
+    own = code_version()["package"]
+    if a.version in (None, own):
+        return None
+    roots = [Path(args.results_root(a))] + ([committed_results()] if committed_results() is not None else [])
+    known = sorted({d.name for r in roots if (r / "claims").is_dir() for d in (r / "claims").iterdir()
+                    if (d / "report.json").is_file() or archive.archives(r, d.name)} | {own})
+    if a.version not in known:
+        raise ValueError(f"no claims version {a.version!r} under {' or '.join(map(str, roots))}/claims; versions "
+                         f"there: {', '.join(known)}")
+    bad = [f for f, on in (("--quick", a.quick), ("--dry-run", a.dry_run), ("--tuning-noise", a.tuning_noise),
+                           ("--scale full", a.scale == "full")) if on]
+    if bad or not (a.no_run or a.rerender):
+        commit = next((json.loads((r / "claims" / a.version / "report.json").read_text())["code_version"].get(
+            "git_commit") for r in roots if (r / "claims" / a.version / "report.json").is_file()), None)
+        at = f" (its report names commit {commit[:12]}: git checkout {commit[:12]})" if commit else ""
+        raise ValueError(f"--version {a.version}: this code is {own}; it judges {a.version}'s archived records "
+                         f"again (--no-run) or re-renders its report (--rerender), "
+                         + (f"not {', '.join(bad)}; " if bad else "")
+                         + f"running or resuming {a.version}'s cells takes the code that ran them{at}; drop "
+                         f"--version to run this version's claims")
+    return a.version
+
+
 def cmd_claims(a) -> int:
+    from theory.empirical.paths import judging
+
+    with judging(judged_version(a)):
+        return claims(a)
+
+
+def claims(a) -> int:
     from theory.empirical.report import key_number
 
     looks = _looks(a)  # before anything runs
@@ -228,10 +266,20 @@ def cmd_claims(a) -> int:
 
         print(tabulate([[c["id"], c["verdict"], c["seeds"], c["stopped"], key_number(c)] for c in claims],
                        headers=["claim", "verdict", "seeds", "stopped", "key number"], tablefmt="github"))
-    for p in out["papers"]:
-        if p.get("under_way"):
-            print(f"{p['paper']} ({p['scale']['scale']} scale): under way, not judged ({p['under_way']}); run the "
-                  "same command without --no-run to go on", file=sys.stderr)
+    busy = [p for p in out["papers"] if p.get("under_way")]
+    for p in busy:
+        print(f"{p['paper']} ({p['scale']['scale']} scale): under way, not judged ({p['under_way']}); run the "
+              "same command without --no-run to go on", file=sys.stderr)
+    if busy and a.version is None and scale != "quick":
+        from theory.empirical.paths import before_report
+
+        root = args.results_root(a)
+        prev = before_report(root, "previous")
+        if prev:  # --publish where that report is the repository's (its records are restored from its archives)
+            publish = a.publish or not (Path(root) / "claims" / prev[0] / "report.json").is_file()
+            print(f"fedrepro: the newest claims report before this version is {prev[0]}'s: `fedrepro claims "
+                  f"--version {prev[0]} --no-run{' --publish' if publish else ''}"
+                  f"{' --paper ' + a.paper if a.paper else ''}` judges its records again", file=sys.stderr)
     if scale == "quick":
         print("quick mode: one look of a few seeds, a smoke test; these are not verdicts", file=sys.stderr)
     print(f"wrote {out['paths']['markdown']}, {out['paths']['json']} and {len(claims)} plots", file=sys.stderr)
@@ -276,6 +324,11 @@ def add_parser(sub) -> None:
                    help="the claims report version whose spreads (sd of each comparison) are shown beside the new "
                         "ones: previous (default: the newest older version under the results root, else under the "
                         "committed results), a version (the committed one first), or none")
+    p.add_argument("--version", metavar="V",
+                   help="an earlier claims version (e.g. 0.4.0) whose archived records this code judges again "
+                        "(with --no-run; with --publish they are restored first) or whose report it re-renders "
+                        "(--rerender), into <root>/claims/V; never runs them, which takes the code that ran them "
+                        "(default: this code's version)")
     p.add_argument("--dry-run", action="store_true",
                    help="print each paper's budget, scales, looks and planned CPU time (the measured cost per run "
                         "times the tuning cells and the most paired seeds), and, where the results root has records, what each row "

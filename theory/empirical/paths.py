@@ -1,13 +1,16 @@
 """Where a version's claims runs and reports are, and which earlier report a new one is set beside.
 
-A version's folder is results/claims/<version>: its first stage's runs in runs/ (a scale other than "cpu" in
+A version's folder is results/claims/<version>, this code's package version unless :func:`judging` names an
+earlier one (``fedrepro claims --version V --no-run``: V's archived records judged again, never run by this code): its first stage's runs in runs/ (a scale other than "cpu" in
 <scale>/runs/), the whole report at its top, one paper's report in partial/<paper>/ (a claims file of the user's
 in own/<paper>/), a replication's under replication/. An earlier report is looked for under the results root,
 then under the repository's committed results.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+from contextvars import ContextVar
 from pathlib import Path
 
 from benchmark.runs.record import code_version
@@ -15,9 +18,31 @@ from benchmark.runs.record import code_version
 from . import is_own
 
 
+_JUDGED: ContextVar[str | None] = ContextVar("judged_version", default=None)
+
+
 def version() -> str:
-    """This code's package version: the claims folder its runs and reports go to."""
-    return code_version()["package"]
+    """The claims folder's version that runs and reports go to: this code's package version, or the earlier one
+    that :func:`judging` names."""
+    return _JUDGED.get() or code_version()["package"]
+
+
+def judged_version() -> str | None:
+    """The earlier version whose records :func:`judging` judges again, or None (this code's own version)."""
+    return _JUDGED.get()
+
+
+@contextlib.contextmanager
+def judging(version_: str | None):
+    """Within it, :func:`version` is ``version_`` (None or this code's own version: no change): the claims folder
+    of an earlier version, whose records this code judges again and re-renders but never adds to (its runs were
+    made by that version's code; ``fedrepro claims --version``)."""
+    own = code_version()["package"]
+    token = _JUDGED.set(version_ if version_ and version_ != own else None)
+    try:
+        yield
+    finally:
+        _JUDGED.reset(token)
 
 
 def runs_folder(results_root, version_: str | None, scale_name: str) -> Path:

@@ -429,7 +429,10 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
     re-rendered report recorded it), and the table of verdicts."""
     claims = [c for p in papers for c in p["claims"]]
     method = method or method_of(papers)
-    md = [f"# Empirical claims report ({version['package']})", ""]
+    again = meta.get("judged_again")  # an earlier version's records judged by this code (fedrepro claims --version)
+    by = meta.get("judged_by") or version  # a re-rendered report is the version that judged it
+    md = [f"# Empirical claims report ({again or by['package']}"
+          + (f", judged again by {by['package']})" if again else ")"), ""]
     if meta.get("quick"):
         md += ["**Quick mode: one look of a few seeds at a reduced scale, a smoke test. These are not verdicts.**", ""]
     code = _commit(version)
@@ -438,6 +441,11 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
         this = "The invocation that judged them"
         code = (f"{_commit(judged)} judged the records; code {code} re-rendered this report from its report.json "
                 "(`fedrepro claims --rerender`, no run)")
+    if again:
+        code = (f"{_commit(by)} (version {by['package']}) judged again the records of version {again}, which that "
+                f"version's code ran (each record names its commit), with nothing run (`fedrepro claims --version "
+                f"{again} --no-run`)" + (f"; code {_commit(version)} re-rendered this report from its report.json"
+                                        if judged and judged.get("git_commit") != version["git_commit"] else ""))
     md += [f"Code {code}. {len(claims)} claims: "
            + ", ".join(f"{n} {v}" for v, n in counts.items()) + ". "
            f"The cells' runs took {sum(p['cells'].get('cell_seconds', 0) for p in papers) / 60:.1f} min summed over "

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from benchmark.campaign import runner, tuning, suite as campaign_suite
 from benchmark.runs import store
+from benchmark.runs.record import code_version
 from theory.stats.sequential import check_looks
 
 from . import is_own, paired, paths
@@ -499,6 +500,10 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     from .report import write_report
 
     looks = design_looks(scale, looks)
+    again = paths.judged_version()
+    if again and run_missing:
+        raise ValueError(f"the records of claims {again} were run by that version's code; this code "
+                         f"({code_version()['package']}) only judges them again: add --no-run")
     for m in paper_modules(paper):
         family_of(m)  # a bad ALPHA_SPLIT is refused before any run
     refuse_another_design(paths.report_folder(results_root, scale, paper, out), looks, replace, paper_modules(paper))
@@ -537,6 +542,8 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     meta = {"scale": scale, "quick": scale == "quick", "wall_seconds": time.time() - t0, "cpus": os.cpu_count(),
             "backend": backend, "jobs": jobs, "load_start": load0, "load_end": _load(), "note": note or "",
             "looks": list(looks) if looks else None}
+    if again:
+        meta["judged_again"] = again
     if decided:
         meta["nothing_to_replicate"] = decided
     if is_own(paper):  # which file declared these claims, as a plugin's records name theirs

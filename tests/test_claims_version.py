@@ -1,0 +1,137 @@
+"""``fedrepro claims --version V``: an earlier claims version's archived records judged again by this code (with
+--no-run) into ``claims/V``, never run or resumed by it (their runs were made by V's code); what the paper pages
+give a fresh clone when the claims they show are an earlier version's (``theory.paper_suites.gpu_section``)."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from benchmark import cli
+from benchmark.runs import store
+from theory.empirical import archive, paths
+from theory.empirical.run import run_claims
+from theory.paper_suites import gpu_section
+
+COMMITTED = Path(__file__).resolve().parents[1] / "results"
+EARLIER = "0.4.0"  # the claims version whose records are archived in the repository
+
+
+def _earlier_root(tmp_path) -> Path:
+    root = tmp_path / "results"
+    (root / "claims" / EARLIER).mkdir(parents=True)
+    shutil.copy(COMMITTED / "claims" / EARLIER / "report.json", root / "claims" / EARLIER / "report.json")
+    archive.restore(root, EARLIER, archive.archives(COMMITTED, EARLIER))
+    return root
+
+
+def _summaries(report: dict, paper: str) -> dict:
+    return {(c["id"], c.get("scale")): c for c in report["claims"] if c["id"].startswith(paper + ".")}
+
+
+@pytest.fixture
+def earlier(tmp_path):
+    if paths.version() == EARLIER or not archive.archives(COMMITTED, EARLIER):
+        pytest.skip(f"this code is claims {EARLIER}, or its records are not archived here")
+    return _earlier_root(tmp_path)
+
+
+def test_an_earlier_versions_records_judged_again_give_its_verdicts(earlier, capsys):
+    """LFL's 0.4.0 first stage judged again by this code from the archived records: every claim's summary (verdict,
+    seeds, intervals, per-comparison numbers) equal to the committed report's; the report says who ran and who
+    judged. Then a planted defect: one final run's accuracy curve halved (the record resealed, so it reads as a
+    good record) changes the judged numbers, so the equality above is not one that any records would give."""
+    argv = ["claims", "--version", EARLIER, "--paper", "lfl", "--no-run", "--no-progress", "--results", str(earlier)]
+    assert cli.main(argv) == 0
+    out = earlier / "claims" / EARLIER / "partial" / "lfl"
+    got = json.loads((out / "report.json").read_text())
+    want = json.loads((COMMITTED / "claims" / EARLIER / "report.json").read_text())
+    assert _summaries(got, "lfl") == _summaries(want, "lfl") and len(_summaries(want, "lfl")) == 3
+    assert got["meta"]["judged_again"] == EARLIER
+    head = (out / "report.md").read_text().splitlines()
+    assert head[0] == f"# Empirical claims report ({EARLIER}, judged again by {paths.version()})"
+    assert f"judged again the records of version {EARLIER}" in head[2]
+    assert not list((earlier / "claims").glob(f"{paths.version()}*"))  # nothing written under this version
+
+    victim = next(p for p in (earlier / "claims" / EARLIER / "runs").glob("*.json")
+                  if (r := json.loads(p.read_text()))["config"]["algorithm"] == "lfl" and r["config"]["seed"] == 0)
+    rec = json.loads(victim.read_text())
+    for h in rec["history"]:
+        if h.get("test_accuracy") is not None:
+            h["test_accuracy"] *= 0.5
+    victim.write_text(json.dumps(store.seal(rec)))
+    capsys.readouterr()
+    assert cli.main(argv) == 0
+    planted = _summaries(json.loads((out / "report.json").read_text()), "lfl")
+    assert planted != _summaries(want, "lfl")
+
+
+def test_an_earlier_version_is_never_run_by_this_code(earlier, capsys):
+    """Without --no-run (a run would add this code's records to the earlier version's folder), with --dry-run,
+    --quick or --tuning-noise: refused before anything runs, naming the commit that ran them."""
+    base = ["claims", "--version", EARLIER, "--paper", "lfl", "--results", str(earlier)]
+    commit = json.loads((COMMITTED / "claims" / EARLIER / "report.json").read_text())["code_version"]["git_commit"]
+    for extra in ([], ["--dry-run"], ["--quick", "--no-run"], ["--tuning-noise", "5000"]):
+        before = sorted(p.name for p in (earlier / "claims" / EARLIER).rglob("*"))
+        assert cli.main(base + extra) != 0
+        err = capsys.readouterr().err
+        assert f"git checkout {commit[:12]}" in err and "--no-run" in err, err
+        assert sorted(p.name for p in (earlier / "claims" / EARLIER).rglob("*")) == before
+    with paths.judging(EARLIER), pytest.raises(ValueError, match="only judges them again: add --no-run"):
+        run_claims("lfl", "cpu", str(earlier), run_missing=True, progress=False)
+
+
+def test_an_unknown_version_is_named_with_the_versions_there(tmp_path, capsys):
+    assert cli.main(["claims", "--version", "9.9.9", "--no-run", "--results", str(tmp_path / "none")]) != 0
+    err = capsys.readouterr().err
+    assert "no claims version '9.9.9'" in err and EARLIER in err and paths.version() in err
+
+
+def test_judging_names_the_folder_only_inside_it():
+    own = paths.version()
+    with paths.judging(EARLIER):
+        assert paths.version() == EARLIER and paths.judged_version() == EARLIER
+        assert paths.runs_folder("r", None, "cpu") == Path("r") / "claims" / EARLIER / "runs"
+    with paths.judging(own):  # this code's own version: no change
+        assert paths.judged_version() is None
+    assert paths.version() == own and paths.judged_version() is None
+
+
+def test_a_page_gives_an_earlier_versions_commands_for_its_records():
+    """A page showing an earlier claims version points at --version for its records and at that version's commit
+    for resuming them, and runs this version's cells anew; a page of this version keeps the plain commands."""
+    own = paths.version()
+    earlier = "\n".join(gpu_section("lfl", (EARLIER, "0f349189eee066b8")))
+    assert f"fedrepro claims --version {EARLIER} --paper lfl --publish --no-run" in earlier
+    assert f"fedrepro claims --version {EARLIER} --scale replication --paper lfl --publish --no-run" in earlier
+    assert "git checkout 0f349189eee0 && fedrepro claims --paper lfl --publish" in earlier
+    assert f"# claims {own}: every cell under this code" in earlier
+    same = "\n".join(gpu_section("lfl", (own, None)))
+    assert "--version" not in same and "fedrepro claims --paper lfl --publish --no-run" in same
+
+
+def test_an_earlier_report_re_rendered_keeps_its_version_and_verdicts(tmp_path, capsys):
+    """--rerender --version: the earlier report rewritten by this code from its report.json keeps its title (the
+    version that judged it, not the renderer's) and every line but the provenance."""
+    if paths.version() == EARLIER:
+        pytest.skip(f"this code is claims {EARLIER}")
+    root = tmp_path / "results"
+    (root / "claims" / EARLIER).mkdir(parents=True)
+    shutil.copy(COMMITTED / "claims" / EARLIER / "report.json", root / "claims" / EARLIER / "report.json")
+    assert cli.main(["claims", "--version", EARLIER, "--rerender", "--results", str(root)]) == 0
+    new = (root / "claims" / EARLIER / "report.md").read_text().splitlines()
+    old = (COMMITTED / "claims" / EARLIER / "report.md").read_text().splitlines()
+    assert new[0] == old[0] == f"# Empirical claims report ({EARLIER})"
+    assert [i for i, (a, b) in enumerate(zip(new, old)) if a != b] == [2] and len(new) == len(old)
+    assert "re-rendered this report from its report.json" in new[2]
+
+
+def test_this_versions_empty_folder_points_at_the_earlier_verdicts(tmp_path, capsys):
+    """--no-run where this version has no records: listed as under way, and the command that judges the newest
+    earlier report's records again is named."""
+    if paths.version() == EARLIER:
+        pytest.skip(f"this code is claims {EARLIER}")
+    assert cli.main(["claims", "--paper", "lfl", "--no-run", "--no-progress", "--results", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "under way, not judged" in err
+    assert f"`fedrepro claims --version {EARLIER} --no-run --publish --paper lfl` judges its records again" in err
