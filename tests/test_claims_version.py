@@ -9,7 +9,7 @@ import pytest
 
 from benchmark import cli
 from benchmark.runs import store
-from theory.empirical import archive, paths
+from theory.empirical import PROTOCOL, PROTOCOL_VERSIONS, archive, paths
 from theory.empirical.run import run_claims
 from theory.paper_suites import gpu_section
 
@@ -135,3 +135,18 @@ def test_this_versions_empty_folder_points_at_the_earlier_verdicts(tmp_path, cap
     err = capsys.readouterr().err
     assert "under way, not judged" in err
     assert f"`fedrepro claims --version {EARLIER} --no-run --publish --paper lfl` judges its records again" in err
+
+
+def test_this_version_declares_its_protocol_and_another_protocols_records_are_refused(tmp_path, capsys):
+    """A version bump says whether it keeps the declared protocol (PROTOCOL_VERSIONS lists it); a version of
+    another protocol (0.3.0 tuned on one seed, so its records lack 0.4.0's tuning cells) is refused for --no-run,
+    which would list its finished cells as never run, and still re-rendered."""
+    assert paths.version() in PROTOCOL_VERSIONS and EARLIER in PROTOCOL_VERSIONS and "0.3.0" not in PROTOCOL_VERSIONS
+    assert cli.main(["claims", "--version", "0.3.0", "--paper", "lfl", "--no-run", "--results", str(tmp_path)]) != 0
+    err = capsys.readouterr().err
+    assert f"claims 0.3.0 ran another protocol than this code declares (protocol {PROTOCOL}" in err
+    root = tmp_path / "results"
+    (root / "claims" / "0.3.0").mkdir(parents=True)
+    shutil.copy(COMMITTED / "claims" / "0.3.0" / "report.json", root / "claims" / "0.3.0" / "report.json")
+    assert cli.main(["claims", "--version", "0.3.0", "--rerender", "--results", str(root)]) == 0
+    assert (root / "claims" / "0.3.0" / "report.md").read_text().startswith("# Empirical claims report (0.3.0)")

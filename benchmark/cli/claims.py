@@ -203,7 +203,7 @@ def judged_version(a) -> str | None:
     here would mix two codes' numbers in one report); checked before anything is read. None: this code's own."""
     from benchmark.reports.leaderboard import committed_results
     from benchmark.runs.record import code_version
-    from theory.empirical import archive
+    from theory.empirical import PROTOCOL, PROTOCOL_VERSIONS, archive
 
     own = code_version()["package"]
     if a.version in (None, own):
@@ -216,10 +216,15 @@ def judged_version(a) -> str | None:
                          f"there: {', '.join(known)}")
     bad = [f for f, on in (("--quick", a.quick), ("--dry-run", a.dry_run), ("--tuning-noise", a.tuning_noise),
                            ("--scale full", a.scale == "full")) if on]
+    commit = next((json.loads((r / "claims" / a.version / "report.json").read_text())["code_version"].get(
+        "git_commit") for r in roots if (r / "claims" / a.version / "report.json").is_file()), None)
+    at = f" (its report names commit {commit[:12]}: git checkout {commit[:12]})" if commit else ""
+    if a.no_run and not a.rerender and a.version not in PROTOCOL_VERSIONS:
+        raise ValueError(f"--version {a.version}: claims {a.version} ran another protocol than this code declares "
+                         f"(protocol {PROTOCOL}, run by versions {', '.join(PROTOCOL_VERSIONS)}), so its records "
+                         f"would read as cells never run; its report can be re-rendered (--rerender), and its "
+                         f"records judged again by its own code{at}")
     if bad or not (a.no_run or a.rerender):
-        commit = next((json.loads((r / "claims" / a.version / "report.json").read_text())["code_version"].get(
-            "git_commit") for r in roots if (r / "claims" / a.version / "report.json").is_file()), None)
-        at = f" (its report names commit {commit[:12]}: git checkout {commit[:12]})" if commit else ""
         raise ValueError(f"--version {a.version}: this code is {own}; it judges {a.version}'s archived records "
                          f"again (--no-run) or re-renders its report (--rerender), "
                          + (f"not {', '.join(bad)}; " if bad else "")

@@ -27,6 +27,14 @@ from .claim import (CONTRADICTED, INCONCLUSIVE, NEGLIGIBLE, SUPPORTED, VERDICTS,
 
 PAPERS = ("bherd", "fedbat", "fedswa", "gradma", "lfl")
 
+# The claims protocol that the paper modules declare (grids and their extension, tuning seeds, metrics, margins,
+# looks, replications; committed in c92bd55 before any of its runs), and the claims versions whose records were run
+# under it. A version bump that keeps the declarations adds itself here (tests/test_claims_version.py checks that
+# this code's version is listed); one that changes them starts a new protocol. ``fedrepro claims --version V``
+# judges again only these versions' records: another protocol's would read as cells never run.
+PROTOCOL = "0.4.0"
+PROTOCOL_VERSIONS = ("0.4.0", "0.5.0")
+
 
 def paper(name: str):
     """The claims module of paper ``name``, or of a claims file of the user's loaded under that name

@@ -23,7 +23,7 @@ from benchmark.runs import store
 from benchmark.runs.record import code_version
 from theory.stats.sequential import check_looks
 
-from . import is_own, paired, paths
+from . import PROTOCOL, is_own, paired, paths
 from .claim import Budget
 from .family import alpha_at, described, family_of, scale_looks
 from .judge import Judge
@@ -542,6 +542,8 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
     meta = {"scale": scale, "quick": scale == "quick", "wall_seconds": time.time() - t0, "cpus": os.cpu_count(),
             "backend": backend, "jobs": jobs, "load_start": load0, "load_end": _load(), "note": note or "",
             "looks": list(looks) if looks else None}
+    if not is_own(paper):  # the papers' declarations (a claims file of the user's declares its own)
+        meta["protocol"] = PROTOCOL
     if again:
         meta["judged_again"] = again
     if decided:
