@@ -201,23 +201,23 @@ def judged_version(a) -> str | None:
     """``--version V``: an earlier claims version whose records this code judges again (with --no-run) or whose
     report it re-renders (--rerender), never runs (its records were made by that version's code: resuming them
     here would mix two codes' numbers in one report); checked before anything is read. None: this code's own."""
-    from benchmark.reports.leaderboard import committed_results
     from benchmark.runs.record import code_version
     from theory.empirical import PROTOCOL, PROTOCOL_VERSIONS, archive
+    from theory.empirical.paths import report_files, report_roots
 
     own = code_version()["package"]
     if a.version in (None, own):
         return None
-    roots = [Path(args.results_root(a))] + ([committed_results()] if committed_results() is not None else [])
+    roots = report_roots(args.results_root(a))
     known = sorted({d.name for r in roots if (r / "claims").is_dir() for d in (r / "claims").iterdir()
-                    if (d / "report.json").is_file() or archive.archives(r, d.name)} | {own})
+                    if report_files(r, d.name) or archive.archives(r, d.name)} | {own})
     if a.version not in known:
         raise ValueError(f"no claims version {a.version!r} under {' or '.join(map(str, roots))}/claims; versions "
                          f"there: {', '.join(known)}")
     bad = [f for f, on in (("--quick", a.quick), ("--dry-run", a.dry_run), ("--tuning-noise", a.tuning_noise),
                            ("--scale full", a.scale == "full")) if on]
-    commit = next((json.loads((r / "claims" / a.version / "report.json").read_text())["code_version"].get(
-        "git_commit") for r in roots if (r / "claims" / a.version / "report.json").is_file()), None)
+    commit = next((json.loads(f.read_text())["code_version"].get("git_commit")
+                   for r in roots for f in report_files(r, a.version)), None)
     at = f" (its report names commit {commit[:12]}: git checkout {commit[:12]})" if commit else ""
     if a.no_run and not a.rerender and a.version not in PROTOCOL_VERSIONS:
         raise ValueError(f"--version {a.version}: claims {a.version} ran another protocol than this code declares "
@@ -276,12 +276,12 @@ def claims(a) -> int:
         print(f"{p['paper']} ({p['scale']['scale']} scale): under way, not judged ({p['under_way']}); run the "
               "same command without --no-run to go on", file=sys.stderr)
     if busy and a.version is None and scale != "quick":
-        from theory.empirical.paths import before_report
+        from theory.empirical.paths import before_report, report_files
 
         root = args.results_root(a)
         prev = before_report(root, "previous")
         if prev:  # --publish where that report is the repository's (its records are restored from its archives)
-            publish = a.publish or not (Path(root) / "claims" / prev[0] / "report.json").is_file()
+            publish = a.publish or not report_files(root, prev[0])
             print(f"fedrepro: the newest claims report before this version is {prev[0]}'s: `fedrepro claims "
                   f"--version {prev[0]} --no-run{' --publish' if publish else ''}"
                   f"{' --paper ' + a.paper if a.paper else ''}` judges its records again", file=sys.stderr)

@@ -1,10 +1,11 @@
 """Where a version's claims runs and reports are, and which earlier report a new one is set beside.
 
 A version's folder is results/claims/<version>, this code's package version unless :func:`judging` names an
-earlier one (``fedrepro claims --version V --no-run``: V's archived records judged again, never run by this code): its first stage's runs in runs/ (a scale other than "cpu" in
-<scale>/runs/), the whole report at its top, one paper's report in partial/<paper>/ (a claims file of the user's
-in own/<paper>/), a replication's under replication/. An earlier report is looked for under the results root,
-then under the repository's committed results.
+earlier one (``fedrepro claims --version V --no-run``: V's archived records judged again, never run by this
+code): its first stage's runs in runs/ (a scale other than "cpu" in <scale>/runs/), the whole report at its top,
+one paper's report in partial/<paper>/ (a claims file of the user's in own/<paper>/), a replication's under
+replication/. An earlier report is looked for under the results root, then under the repository's committed
+results.
 """
 from __future__ import annotations
 

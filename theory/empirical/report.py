@@ -437,7 +437,8 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
         md += ["**Quick mode: one look of a few seeds at a reduced scale, a smoke test. These are not verdicts.**", ""]
     code = _commit(version)
     judged, this = meta.get("judged_by"), "This invocation"
-    if judged and judged.get("git_commit") != version["git_commit"]:
+    rerendered = bool(judged) and judged.get("git_commit") != version["git_commit"]
+    if rerendered:
         this = "The invocation that judged them"
         code = (f"{_commit(judged)} judged the records; code {code} re-rendered this report from its report.json "
                 "(`fedrepro claims --rerender`, no run)")
@@ -445,7 +446,7 @@ def header(papers: list[dict], meta: dict, version: dict, counts: dict, before: 
         code = (f"{_commit(by)} (version {by['package']}) judged again the records of version {again}, which that "
                 f"version's code ran (each record names its commit), with nothing run (`fedrepro claims --version "
                 f"{again} --no-run`)" + (f"; code {_commit(version)} re-rendered this report from its report.json"
-                                        if judged and judged.get("git_commit") != version["git_commit"] else ""))
+                                        if rerendered else ""))
     md += [f"Code {code}. {len(claims)} claims: "
            + ", ".join(f"{n} {v}" for v, n in counts.items()) + ". "
            f"The cells' runs took {sum(p['cells'].get('cell_seconds', 0) for p in papers) / 60:.1f} min summed over "
