@@ -11,7 +11,7 @@ import pytest
 
 from benchmark import cli
 from theory import empirical
-from theory.empirical import Claim, Comparison, Margin, metrics
+from theory.empirical import Claim, Comparison, Margin, metrics, paths
 from theory.empirical import run as erun
 from theory.empirical.scale import MIN_TUNE_SEEDS, paper_scales, replication
 
@@ -139,12 +139,18 @@ def test_gradma_is_judged_as_the_paper_states_it_and_as_the_code_runs_it():
     assert 0.01 in sc.grids["gradma_code"]["lr"]  # the code's own rate at T = 500 is a point of the grid
 
 
-def test_the_whole_protocol_fits_forty_cpu_hours_and_each_budget_covers_its_plan():
-    first = erun.plan_claims(None, "cpu")
-    reps = erun.plan_claims(None, "replication")
+@pytest.mark.parametrize("version", empirical.PROTOCOL_VERSIONS)
+def test_the_whole_protocol_fits_forty_cpu_hours_and_each_budget_covers_its_plan(version):
+    """0.4.0 within issue 43's 40 CPU-hours; under every protocol each paper's budget covers its plan. (Protocol
+    0.5.0 adds GradMA's new study, 1740 CPU-min at 0.3.0's minutes per run, planned within its own budget.)"""
+    with paths.judging(version):
+        first = erun.plan_claims(None, "cpu")
+        reps = erun.plan_claims(None, "replication")
     total = sum(p["cpu_minutes"] for p in first + reps)
     budgets = sum(p["budget"]["cpu_minutes"] for p in first + reps)
-    assert total <= budgets <= TOTAL_CPU_MINUTES, (total, budgets)
+    assert total <= budgets, (total, budgets)
+    if empirical.PROTOCOLS[version] == "0.4.0":
+        assert budgets <= TOTAL_CPU_MINUTES, budgets
     for p in first + reps:
         assert p["cpu_minutes"] <= p["budget"]["cpu_minutes"], p["paper"]
     assert [p["paper"] for p in reps] == ["lfl"]

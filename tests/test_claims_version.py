@@ -1,6 +1,7 @@
 """``fedrepro claims --version V``: an earlier claims version's archived records judged again by this code (with
 --no-run) into ``claims/V``, never run or resumed by it (their runs were made by V's code); what the paper pages
 give a fresh clone when the claims they show are an earlier version's (``theory.paper_suites.gpu_section``)."""
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -9,7 +10,7 @@ import pytest
 
 from benchmark import cli
 from benchmark.runs import store
-from theory.empirical import PROTOCOL, PROTOCOL_VERSIONS, archive, paths
+from theory.empirical import PROTOCOL, PROTOCOL_VERSIONS, PROTOCOLS, archive, declaration, gradma, paths
 from theory.empirical.run import run_claims
 from theory.paper_suites import gpu_section
 
@@ -144,9 +145,40 @@ def test_this_version_declares_its_protocol_and_another_protocols_records_are_re
     assert paths.version() in PROTOCOL_VERSIONS and EARLIER in PROTOCOL_VERSIONS and "0.3.0" not in PROTOCOL_VERSIONS
     assert cli.main(["claims", "--version", "0.3.0", "--paper", "lfl", "--no-run", "--results", str(tmp_path)]) != 0
     err = capsys.readouterr().err
-    assert f"claims 0.3.0 ran another protocol than this code declares (protocol {PROTOCOL}" in err
+    assert "claims 0.3.0 ran another protocol than this code declares (" in err
+    assert f"{paths.version()}: protocol {PROTOCOL}" in err and PROTOCOLS[paths.version()] == PROTOCOL
     root = tmp_path / "results"
     (root / "claims" / "0.3.0").mkdir(parents=True)
     shutil.copy(COMMITTED / "claims" / "0.3.0" / "report.json", root / "claims" / "0.3.0" / "report.json")
     assert cli.main(["claims", "--version", "0.3.0", "--rerender", "--results", str(root)]) == 0
     assert (root / "claims" / "0.3.0" / "report.md").read_text().startswith("# Empirical claims report (0.3.0)")
+
+
+def test_gradma_0_5_0_is_a_new_study_and_0_4_0_is_judged_under_its_own_declarations(earlier):
+    """Protocol 0.5.0 runs GradMA's claims as a new study (looks 5, 10, 20, 40 on final and tuning seeds that no
+    0.4.0 cell used; theory/empirical/gradma.py), while 0.4.0's records are judged again under the declarations they
+    were run with (gradma.EARLIER): every GradMA claim's summary equal to the committed 0.4.0 report's. Judged under
+    this protocol's declarations instead, the same records are cells never run (under way, nothing judged)."""
+    with paths.judging(EARLIER):
+        old = declaration(gradma, "CPU")
+        assert declaration(gradma, "BUDGET").looks == (5, 10, 20) and old.max_seeds == 20 and old.seed_start == 0
+    new = declaration(gradma, "CPU")
+    assert new is gradma.PAPER_SCALE and declaration(gradma, "BUDGET").looks == (5, 10, 20, 40)
+    assert set(range(new.seed_start, new.seed_start + 40)).isdisjoint(range(old.seed_start, old.seed_start + 20))
+    assert set(new.tune_seeds).isdisjoint(old.tune_seeds) and len(new.tune_seeds) == 3
+    assert dataclasses.replace(new, why=old.why, grid_rule=old.grid_rule, tune_seeds=old.tune_seeds, seed_start=0,
+                               final_seeds=old.final_seeds, max_seeds=20, reductions=old.reductions) == old
+
+    argv = ["claims", "--version", EARLIER, "--paper", "gradma", "--no-run", "--no-progress", "--results",
+            str(earlier)]
+    assert cli.main(argv) == 0
+    got = json.loads((earlier / "claims" / EARLIER / "partial" / "gradma" / "report.json").read_text())
+    want = json.loads((COMMITTED / "claims" / EARLIER / "report.json").read_text())
+    assert _summaries(got, "gradma") == _summaries(want, "gradma") and len(_summaries(want, "gradma")) == 8
+    assert got["meta"]["protocol"] == PROTOCOLS[EARLIER]
+
+    moved = earlier.parent / "as-this-protocol"
+    shutil.copytree(earlier / "claims" / EARLIER / "paper" / "runs", moved / "claims" / paths.version() / "paper" / "runs")
+    assert cli.main(["claims", "--paper", "gradma", "--no-run", "--no-progress", "--results", str(moved)]) == 0
+    mine = json.loads((moved / "claims" / paths.version() / "partial" / "gradma" / "report.json").read_text())
+    assert not mine["claims"] and mine["papers"][0]["under_way"].startswith("tuning: not started, 0 of 180")

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from theory import empirical
+from theory.empirical import paths
 from theory.empirical.family import family_of
 from theory.empirical.judge import claim_looks, tracker_for
 from theory.empirical.run import claims_at
@@ -122,25 +123,29 @@ def test_each_wrong_verdict_at_most_its_level_under_optional_stopping(name, spec
 # ------------------------------------------------------------------------------------- the declared designs
 
 
-def declared_units() -> list[tuple]:
-    """(paper module, family, unit, the claims judged there) for every CPU scale and stage the papers declare (a
-    full scale given a share by ``ALPHA_SPLIT`` is simulated by the full scales' test)."""
+def declared_units(version: str | None = None) -> list[tuple]:
+    """(paper module, family, unit, the claims judged there) for every CPU scale and stage the papers declare under
+    the protocol of claims ``version`` (default: this code's; an earlier protocol's declarations are kept in a
+    module's ``EARLIER``). A full scale given a share by ``ALPHA_SPLIT`` is simulated by the full scales' test."""
     out = []
-    for name in empirical.PAPERS:
-        mod = empirical.paper(name)
-        fam = family_of(mod)
-        scales = {sc.name: sc for sc in paper_scales(mod, "cpu") + paper_scales(mod, "replication")}
-        out += [(mod, fam, u, claims_at(scales[u.scale], mod.CLAIMS)) for u in fam.units if u.scale in scales]
+    with paths.judging(version or paths.version()):
+        for name in empirical.PAPERS:
+            mod = empirical.paper(name)
+            fam = family_of(mod)
+            scales = {sc.name: sc for sc in paper_scales(mod, "cpu") + paper_scales(mod, "replication")}
+            out += [(mod, fam, u, claims_at(scales[u.scale], mod.CLAIMS)) for u in fam.units if u.scale in scales]
     return out
 
 
 def declared_designs() -> dict:
-    """{looks: [where declared]}: the design of every claim at every declared scale and stage, as the judge builds
-    it (``claim_looks``: the unit's looks up to the claim's max_seeds)."""
+    """{looks: [where declared]}: the design of every claim at every declared scale and stage, under every protocol
+    this code judges (``PROTOCOL_VERSIONS``), as the judge builds it (``claim_looks``: the unit's looks up to the
+    claim's max_seeds)."""
     out = {}
-    for _, _, u, claims in declared_units():
-        for c in claims:
-            out.setdefault(claim_looks(c, u.looks), []).append(f"{c.id} at {u.scale}")
+    for version in empirical.PROTOCOL_VERSIONS:
+        for _, _, u, claims in declared_units(version):
+            for c in claims:
+                out.setdefault(claim_looks(c, u.looks), []).append(f"{c.id} at {u.scale} ({version})")
     return out
 
 
@@ -175,10 +180,13 @@ def _over(rates: dict, reps: int = R_DESIGN) -> dict:
 
 
 def test_the_declared_designs_are_read_from_the_declarations():
-    """Today's: looks 5, 10 (the first stages), a single look of 5 (the 4x scales), 5, 10, 20, 40 (the
-    replications); whatever is declared when the tests run is what the next tests simulate."""
+    """Today's: looks 5, 10 (the first stages), 5, 10, 20 (FedBAT's and 0.4.0's GradMA), a single look of 5 (the 4x
+    scales), 5, 10, 20, 40 (0.5.0's GradMA study); whatever is declared when the tests run, under every protocol this
+    code judges, is what the next tests simulate."""
+    assert (5, 10, 20, 40) in DESIGNS and (5, 10, 20) in DESIGNS
     assert DESIGNS and all(isinstance(n, int) for looks in DESIGNS for n in looks)
-    every = {claim_looks(c, u.looks) for _, _, u, claims in declared_units() for c in claims}
+    every = {claim_looks(c, u.looks) for v in empirical.PROTOCOL_VERSIONS for _, _, u, claims in declared_units(v)
+             for c in claims}
     assert set(DESIGNS) == every
 
 
@@ -239,14 +247,21 @@ def simulate_paper(units: list, dist: str, kind: int, seed: int = 0, reps: int =
     return float(wrong.mean())
 
 
-def _paper_units(name: str) -> list:
-    return [(fam, u, claims) for mod, fam, u, claims in declared_units() if mod.PAPER == name]
+def _paper_units(name: str, version: str | None = None) -> list:
+    return [(fam, u, claims) for mod, fam, u, claims in declared_units(version) if mod.PAPER == name]
+
+
+#: (claims version, paper): this code's declarations of every paper, and an earlier protocol's where a paper keeps
+#: its own (``EARLIER``)
+PAPER_PROTOCOLS = [(paths.version(), n) for n in empirical.PAPERS] + [
+    (v, n) for v in empirical.PROTOCOL_VERSIONS for n in empirical.PAPERS
+    if empirical.PROTOCOLS[v] in getattr(empirical.paper(n), "EARLIER", {})]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", empirical.PAPERS)
-def test_each_kind_of_wrong_verdict_at_most_alpha_per_paper_over_all_its_scales_and_stages(name):
-    units = _paper_units(name)
+@pytest.mark.parametrize("version,name", PAPER_PROTOCOLS)
+def test_each_kind_of_wrong_verdict_at_most_alpha_per_paper_over_all_its_scales_and_stages(version, name):
+    units = _paper_units(name, version)
     for kind in (SUPPORTED, CONTRADICTED, NEGLIGIBLE):
         for dist in ("gaussian", "exponential", "-exponential"):
             r = simulate_paper(units, dist, kind, seed=kind)

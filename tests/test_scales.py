@@ -12,7 +12,7 @@ from benchmark.campaign import suite as campaign_suite
 from benchmark.runs.experiment import Experiment
 from benchmark.runs.build import prepare
 from theory import empirical
-from theory.empirical import metrics
+from theory.empirical import metrics, paths
 from theory.empirical import run as erun
 from theory.empirical.scale import CpuScale, arm_matches, paper_scales
 
@@ -80,9 +80,11 @@ def test_scales_cover_their_claims_and_declare_their_cost(name):
 
 
 def test_the_full_report_plan_fits_forty_cpu_hours():
-    """Issue 43: the first stage of every paper at the worst (tests/test_claims_protocol.py adds the replications)."""
-    total = sum(sc.cost_plan(erun.arms_of(erun.claims_at(sc, empirical.paper(n).CLAIMS)))["cpu_minutes"]
-                for n in empirical.PAPERS for sc in paper_scales(empirical.paper(n)))
+    """Issue 43: the 0.4.0 protocol's first stage of every paper at the worst (tests/test_claims_protocol.py adds the
+    replications; protocol 0.5.0's new GradMA study is planned in its own budget)."""
+    with paths.judging("0.4.0"):
+        total = sum(sc.cost_plan(erun.arms_of(erun.claims_at(sc, empirical.paper(n).CLAIMS)))["cpu_minutes"]
+                    for n in empirical.PAPERS for sc in paper_scales(empirical.paper(n)))
     assert total <= REPORT_CPU_MINUTES, f"{total:.0f} CPU-min planned"
 
 

@@ -202,7 +202,7 @@ def judged_version(a) -> str | None:
     report it re-renders (--rerender), never runs (its records were made by that version's code: resuming them
     here would mix two codes' numbers in one report); checked before anything is read. None: this code's own."""
     from benchmark.runs.record import code_version
-    from theory.empirical import PROTOCOL, PROTOCOL_VERSIONS, archive
+    from theory.empirical import PROTOCOL_VERSIONS, PROTOCOLS, archive
     from theory.empirical.paths import report_files, report_roots
 
     own = code_version()["package"]
@@ -221,7 +221,7 @@ def judged_version(a) -> str | None:
     at = f" (its report names commit {commit[:12]}: git checkout {commit[:12]})" if commit else ""
     if a.no_run and not a.rerender and a.version not in PROTOCOL_VERSIONS:
         raise ValueError(f"--version {a.version}: claims {a.version} ran another protocol than this code declares "
-                         f"(protocol {PROTOCOL}, run by versions {', '.join(PROTOCOL_VERSIONS)}), so its records "
+                         f"({', '.join(f'{v}: protocol {p}' for v, p in PROTOCOLS.items())}), so its records "
                          f"would read as cells never run; its report can be re-rendered (--rerender), and its "
                          f"records judged again by its own code{at}")
     if bad or not (a.no_run or a.rerender):

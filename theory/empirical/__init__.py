@@ -28,12 +28,38 @@ from .claim import (CONTRADICTED, INCONCLUSIVE, NEGLIGIBLE, SUPPORTED, VERDICTS,
 PAPERS = ("bherd", "fedbat", "fedswa", "gradma", "lfl")
 
 # The claims protocol that the paper modules declare (grids and their extension, tuning seeds, metrics, margins,
-# looks, replications; committed in c92bd55 before any of its runs), and the claims versions whose records were run
-# under it. A version bump that keeps the declarations adds itself here (tests/test_claims_version.py checks that
-# this code's version is listed); one that changes them starts a new protocol. ``fedrepro claims --version V``
-# judges again only these versions' records: another protocol's would read as cells never run.
-PROTOCOL = "0.4.0"
-PROTOCOL_VERSIONS = ("0.4.0", "0.5.0")
+# looks, replications), committed before any of its runs, and the claims versions whose records were run under each
+# protocol this code still declares. 0.4.0 (c92bd55); 0.5.0: 0.4.0's declarations for BHerd, FedBAT, FedSWA and LFL,
+# and for GradMA a new study on seeds no earlier version used, with looks 5, 10, 20, 40 (theory/empirical/gradma.py,
+# declared before any GradMA record of 0.5.0). A paper module that changes a declaration keeps the earlier one in
+# its ``EARLIER[protocol]`` (read through :func:`declaration`), so that ``fedrepro claims --version V --no-run`` judges
+# V's records again under the declarations they were run with. A version bump that keeps the declarations adds itself
+# to ``PROTOCOLS`` (tests/test_claims_version.py checks that this code's version is listed); one that changes them
+# declares a new protocol. Another protocol's records would read as cells never run, so they are refused.
+PROTOCOL = "0.5.0"
+PROTOCOLS = {"0.4.0": "0.4.0", "0.5.0": "0.5.0"}  # claims version -> the protocol its records were run under
+PROTOCOL_VERSIONS = tuple(PROTOCOLS)
+
+
+def protocol() -> str:
+    """The protocol of the claims version being judged (``paths.judged_version``, else this code's)."""
+    from . import paths
+
+    v = paths.judged_version()
+    return PROTOCOLS.get(v, PROTOCOL) if v else PROTOCOL
+
+
+_NONE = object()
+
+
+def declaration(mod, name: str, default=_NONE):
+    """Paper module ``mod``'s declaration ``name`` (``BUDGET``, ``CPU``, ``SCALES``, ``REPLICATIONS``,
+    ``ALPHA_SPLIT``) under the protocol of the version being judged: the module's own, or the earlier protocol's
+    where the module keeps it in ``EARLIER``. ``default``: for a declaration the module may leave out."""
+    earlier = getattr(mod, "EARLIER", {}).get(protocol(), {})
+    if name in earlier:
+        return earlier[name]
+    return getattr(mod, name) if default is _NONE else getattr(mod, name, default)
 
 
 def paper(name: str):

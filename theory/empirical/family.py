@@ -102,19 +102,22 @@ def family_of(mod, alpha: float | None = None) -> Family:
     stage's CPU scales with their looks (the budget's, up to each scale's max_seeds, as ``run.run_paper`` runs
     them), its replications with their declared looks, and ``ALPHA_SPLIT`` where it declares one. ``alpha``:
     default ``paired.ALPHA``."""
+    from . import declaration  # the version being judged may have run an earlier protocol's declarations
+
     alpha = paired.ALPHA if alpha is None else float(alpha)
-    units = [(sc.name, FIRST, scale_looks(mod.BUDGET.looks, sc.max_seeds)) for sc in paper_scales(mod, "cpu")]
+    looks = declaration(mod, "BUDGET").looks
+    units = [(sc.name, FIRST, scale_looks(looks, sc.max_seeds)) for sc in paper_scales(mod, "cpu")]
     units += [(sc.name, REPLICATION, tuple(sc.looks)) for sc in paper_scales(mod, "replication")]
     names = [n for n, _, _ in units]
     if len(set(names)) < len(names) or "full" in names:
         raise ValueError(f"{mod.PAPER}: two scales share a name ({', '.join(names)}); each scale and stage is a unit "
                          "of the paper's error family and needs its own (\"full\" is the paper suites' scale)")
-    declared = getattr(mod, "ALPHA_SPLIT", None)
-    weights = split_weights(mod.PAPER, names, declared)
+    split = declaration(mod, "ALPHA_SPLIT", None)
+    weights = split_weights(mod.PAPER, names, split)
     if "full" in weights:  # the paper suites' cells, one look of their seeds (run.run_full)
         units.append(("full", FULL, ()))
     return Family(mod.PAPER, alpha, tuple(Unit(n, st, weights[n], tuple(lk)) for n, st, lk in units),
-                  "declared" if declared else "equal")
+                  "declared" if split else "equal")
 
 
 def split_weights(paper: str, names: list[str], declared: dict | None) -> dict:

@@ -23,7 +23,7 @@ from benchmark.runs import store
 from benchmark.runs.record import code_version
 from theory.stats.sequential import check_looks
 
-from . import PROTOCOL, is_own, paired, paths
+from . import declaration, is_own, paired, paths, protocol
 from .claim import Budget
 from .family import alpha_at, described, family_of, scale_looks
 from .judge import Judge
@@ -359,14 +359,15 @@ def run_paper(paper, scale="cpu", results_root="results", version: str | None = 
     ``report.py``'s paper entry; None for a replication with nothing left to repeat."""
     t0 = time.perf_counter()
     looks = design_looks(scale if isinstance(scale, str) else "replication" if scale.replicates else scale.name, looks)
-    budget = paper.BUDGET
+    budget = declaration(paper, "BUDGET")
     claims = list(paper.CLAIMS)
     if scale == "full":
         sc = paper.FULL
         claims = claims_at(sc, paper.CLAIMS)
         judge, tuned, counts = run_full(paper, sc, results_root, version, backend, jobs, progress, run_missing)
     elif isinstance(scale, CpuScale) or scale in ("cpu", "quick"):
-        sc = scale if isinstance(scale, CpuScale) else paper.CPU if scale == "cpu" else paper.CPU.quick()
+        cpu = declaration(paper, "CPU")
+        sc = scale if isinstance(scale, CpuScale) else cpu if scale == "cpu" else cpu.quick()
         if sc.name == "quick":
             looks, seeds, seconds = (len(sc.final_seeds),), tuple(sc.final_seeds), float("inf")
         elif sc.replicates:  # its own declared design, seeds and budget (scale.REPLICATION)
@@ -377,7 +378,8 @@ def run_paper(paper, scale="cpu", results_root="results", version: str | None = 
             seeds = tuple(range(sc.seed_start, sc.seed_start + looks[-1]))
         else:
             looks = tuple(looks) if looks else scale_looks(budget.looks, getattr(sc, "max_seeds", None))
-            seeds, seconds = tuple(range(looks[-1])), 60 * budget.cpu_minutes - spent_before
+            seeds = tuple(range(sc.seed_start, sc.seed_start + looks[-1]))  # from 0 unless declared fresh
+            seconds = 60 * budget.cpu_minutes - spent_before
         claims = open_claims(sc, claims_at(sc, paper.CLAIMS), first)
         if not claims:
             return None
@@ -465,15 +467,16 @@ def _plan_papers(modules, scale: str, looks, root, roots: list, unpacked: dict) 
                                 strict=not is_own(m.PAPER))
             scales.append({"scale": sc.name, "claims": [c.id for c in claims_at(sc, m.CLAIMS)],
                            "inconclusive_only": sc.inconclusive_only,
-                           "looks": list(looks or sc.looks or scale_looks(m.BUDGET.looks, sc.max_seeds)), "plan": plan,
+                           "looks": list(looks or sc.looks or scale_looks(declaration(m, "BUDGET").looks, sc.max_seeds)), "plan": plan,
                            "seeds": [sc.seed_start, sc.seed_start + (looks[-1] if looks else sc.max_seeds) - 1],
                            **({} if root is None else {
                                "recorded": recorded(paths.runs_folder(root, None, sc.name), sc, m.ARMS, plan, read),
                                "measured_before": measured_before(roots, paths.version(), sc, m.ARMS, plan,
                                                                   unpacked, read)})})
+        bud = declaration(m, "BUDGET")
         budget = ({"looks": list(scs[0].looks), "cpu_minutes": sum(sc.cpu_minutes for sc in scs),
                    "reason": "the replications' own budgets"} if scale == "replication" else
-                  {"looks": list(m.BUDGET.looks), "cpu_minutes": m.BUDGET.cpu_minutes, "reason": m.BUDGET.reason})
+                  {"looks": list(bud.looks), "cpu_minutes": bud.cpu_minutes, "reason": bud.reason})
         out.append({"paper": m.PAPER, "budget": budget, "scales": scales, "family": family_of(m).describe(),
                     "cpu_minutes": sum(s["plan"]["cpu_minutes"] for s in scales)})
     return out
@@ -533,8 +536,9 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
                 results.append(got)
             except UnderWay as e:  # --no-run: a scale still running is listed, not judged
                 results.append({"paper": m.PAPER, "title": m.TITLE, "scale": sc.describe(), "claims": [],
-                                "under_way": str(e), "budget": {"looks": list(sc.looks or m.BUDGET.looks),
-                                                                "cpu_minutes": sc.cpu_minutes or m.BUDGET.cpu_minutes,
+                                "under_way": str(e), "budget": {"looks": list(sc.looks or declaration(m, "BUDGET").looks),
+                                                                "cpu_minutes": sc.cpu_minutes or
+                                                                declaration(m, "BUDGET").cpu_minutes,
                                                                 "reason": "under way"},
                                 "tuning": {}, "cells": {"cell_seconds": 0.0}, "seconds": 0.0,
                                 "family": family_of(m).describe()})
@@ -543,7 +547,7 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
             "backend": backend, "jobs": jobs, "load_start": load0, "load_end": _load(), "note": note or "",
             "looks": list(looks) if looks else None}
     if not is_own(paper):  # the papers' declarations (a claims file of the user's declares its own)
-        meta["protocol"] = PROTOCOL
+        meta["protocol"] = protocol()
     if again:
         meta["judged_again"] = again
     if decided:

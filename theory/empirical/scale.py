@@ -288,9 +288,11 @@ def paper_scales(mod, which: str = "cpu") -> list:
     """The CPU scales of paper module ``mod``: all of its ``SCALES`` ("cpu"; the first runs every claim, and is the
     module's ``CPU``), the first one's quick variant ("quick": a smoke test of the whole path), or its
     ``REPLICATIONS`` ("replication": the undecided claims again on fresh seeds, see ``REPLICATION``)."""
+    from . import declaration  # the version being judged may have run an earlier protocol's declarations
+
     if which == "replication":
-        return list(getattr(mod, "REPLICATIONS", ()))
-    scales = list(getattr(mod, "SCALES", (mod.CPU,)))
+        return list(declaration(mod, "REPLICATIONS", ()))
+    scales = list(declaration(mod, "SCALES", None) or (declaration(mod, "CPU"),))
     if which == "quick":
         return [scales[0].quick()]
     if which != "cpu":
