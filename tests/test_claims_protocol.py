@@ -39,7 +39,8 @@ def test_every_arm_tunes_its_learning_rate_on_three_seeds_by_one_rule(name, sc):
         if setting in sc.fixed:
             assert plan is None and sc.fixed[setting]
             continue
-        assert len(plan.tune_seeds) >= MIN_TUNE_SEEDS and not set(plan.tune_seeds) & set(range(sc.max_seeds))
+        assert len(plan.tune_seeds) >= MIN_TUNE_SEEDS and not set(plan.tune_seeds) & set(range(sc.seed_start,
+                                                                                            sc.seed_start + sc.max_seeds))
         assert "lr" in plan.extend and plan.extend["lr"] == sc.extend["lr"], (setting, arm)
         assert plan.score is not None and plan.score_name.startswith(erun.tuning_metrics(claims)[(setting, arm)])
         lrs.add(tuple(plan.grid["lr"]))

@@ -45,8 +45,7 @@ def protocol() -> str:
     """The protocol of the claims version being judged (``paths.judged_version``, else this code's)."""
     from . import paths
 
-    v = paths.judged_version()
-    return PROTOCOLS.get(v, PROTOCOL) if v else PROTOCOL
+    return PROTOCOLS.get(paths.judged_version(), PROTOCOL)
 
 
 _NONE = object()

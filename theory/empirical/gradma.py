@@ -126,7 +126,7 @@ _GRID_RULE = ("every arm's local learning rate eta_l over the paper's grid {0.00
               "and GradMA-S): 9 points for those, 3 for the others; a choice at an end of eta_l extends it by a ratio of "
               "3 (at most 1 value beyond the grid), of beta1 along the paper's ablation grid (0.0 below 0.1; nothing "
               "above 0.9); beta2 = 0.5 and eta_g = 1 fixed; scored by the tail accuracy on the validation split, mean "
-              "over tuning seeds SEEDS")
+              "over tuning seeds ")
 _KEPT = ("N = 100 workers, S = 10 sampled per round (10%)", "omega = 0.01 with the public code's split "
          "(gradma_dirichlet: 2 random samples per worker, then Dir(omega) per class), as gradma_table1's c3",
          "I = 5 local SGD steps of batch 64 (plain SGD)", "the paper's MNIST network (gradma_mlp: "
@@ -163,7 +163,8 @@ _PAPER_040 = CpuScale(
                   "weighting (FedAvg, FedAvgM: sample weights; SCAFFOLD 1/S; MIFA 1/N); every arm under sample "
                   "weights is not run (the budget)", "stated per arm"),
         Reduction("seeds", "3", "paired seeds in looks, up to 20 per comparison", "more")),
-    grids=_GRIDS, extend=EXTEND, grid_rule=_GRID_RULE.replace("SEEDS", "1000, 1001, 1002"), validation=5000, final_seeds=(0, 1, 2, 3, 4),
+    grids=_GRIDS, extend=EXTEND, grid_rule=_GRID_RULE + "1000, 1001, 1002", validation=5000,
+    final_seeds=(0, 1, 2, 3, 4),
     metrics={"final_accuracy": "tail_accuracy"}, weighting=WEIGHTING,
     # one run at a time (sequential executor, so the runner does not batch seeds): a batched job of 4 GradMA or
     # GradMA-W runs took 2x the CPU per run of the same runs alone on this CPU (1.14 vs 0.60 s per round, one
@@ -201,7 +202,7 @@ PAPER_SCALE = dataclasses.replace(
         "before, so its verdicts are an independent experiment's at the paper's error rate, and 0.4.0's runs are not "
         "pooled with it (0.4.0's verdicts stand as that report states them). A run costs 0.7 (FedAvg) to 6 (the "
         "code's GradMA) CPU-minutes at 0.3.0's speed, about half that in 0.5.0.",
-    grid_rule=_GRID_RULE.replace("SEEDS", ", ".join(map(str, STUDY_TUNE_SEEDS))),
+    grid_rule=_GRID_RULE + ", ".join(map(str, STUDY_TUNE_SEEDS)),
     tune_seeds=STUDY_TUNE_SEEDS, seed_start=STUDY_SEEDS,
     final_seeds=tuple(range(STUDY_SEEDS, STUDY_SEEDS + STUDY_LOOKS[0])), max_seeds=STUDY_LOOKS[-1],
     reductions=tuple(r for r in _PAPER_040.reductions if r.what != "seeds") + (Reduction(

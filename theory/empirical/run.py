@@ -461,19 +461,18 @@ def _plan_papers(modules, scale: str, looks, root, roots: list, unpacked: dict) 
         scs = paper_scales(m, "replication" if scale == "replication" else "cpu")
         if not scs:
             continue
-        scales = []
+        bud, scales = declaration(m, "BUDGET"), []
         for sc in scs:
             plan = sc.cost_plan(arms_of(claims_at(sc, m.CLAIMS)), max_seeds=looks[-1] if looks else None,
                                 strict=not is_own(m.PAPER))
             scales.append({"scale": sc.name, "claims": [c.id for c in claims_at(sc, m.CLAIMS)],
                            "inconclusive_only": sc.inconclusive_only,
-                           "looks": list(looks or sc.looks or scale_looks(declaration(m, "BUDGET").looks, sc.max_seeds)), "plan": plan,
+                           "looks": list(looks or sc.looks or scale_looks(bud.looks, sc.max_seeds)), "plan": plan,
                            "seeds": [sc.seed_start, sc.seed_start + (looks[-1] if looks else sc.max_seeds) - 1],
                            **({} if root is None else {
                                "recorded": recorded(paths.runs_folder(root, None, sc.name), sc, m.ARMS, plan, read),
                                "measured_before": measured_before(roots, paths.version(), sc, m.ARMS, plan,
                                                                   unpacked, read)})})
-        bud = declaration(m, "BUDGET")
         budget = ({"looks": list(scs[0].looks), "cpu_minutes": sum(sc.cpu_minutes for sc in scs),
                    "reason": "the replications' own budgets"} if scale == "replication" else
                   {"looks": list(bud.looks), "cpu_minutes": bud.cpu_minutes, "reason": bud.reason})
@@ -535,10 +534,10 @@ def run_claims(paper: str | None = None, scale: str = "cpu", results_root="resul
                     continue
                 results.append(got)
             except UnderWay as e:  # --no-run: a scale still running is listed, not judged
+                bud = declaration(m, "BUDGET")
                 results.append({"paper": m.PAPER, "title": m.TITLE, "scale": sc.describe(), "claims": [],
-                                "under_way": str(e), "budget": {"looks": list(sc.looks or declaration(m, "BUDGET").looks),
-                                                                "cpu_minutes": sc.cpu_minutes or
-                                                                declaration(m, "BUDGET").cpu_minutes,
+                                "under_way": str(e), "budget": {"looks": list(sc.looks or bud.looks),
+                                                                "cpu_minutes": sc.cpu_minutes or bud.cpu_minutes,
                                                                 "reason": "under way"},
                                 "tuning": {}, "cells": {"cell_seconds": 0.0}, "seconds": 0.0,
                                 "family": family_of(m).describe()})
