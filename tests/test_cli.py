@@ -1,5 +1,6 @@
 """The `fedrepro` command as a user types it."""
 import json
+import signal
 import subprocess
 import sys
 
@@ -203,6 +204,30 @@ def test_every_command_ends_the_same_way(command, raised, code, text, monkeypatc
     assert main([command] + MINIMAL.get(command, [])) == code
     err = capsys.readouterr().err
     assert text.format(command=command) in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
+def test_stop_signals_are_caught_only_where_not_ignored_and_restored(monkeypatch):
+    """A command turns SIGTERM and SIGHUP into an interrupt while it runs (tests/test_runner.py sends a real
+    SIGTERM), but leaves an ignored signal ignored (``nohup`` ignores SIGHUP) and restores every handler after."""
+    from benchmark.cli import errors, listing
+
+    seen = {}
+
+    def look(a):
+        seen.update({s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)})
+        return 0
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        monkeypatch.setattr(listing, "cmd_list", look)
+        assert main(["list"]) == 0
+        assert seen == {signal.SIGTERM: errors._stop, signal.SIGHUP: signal.SIG_IGN}
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def test_interrupt_and_a_dead_worker_print_the_resume_hint(monkeypatch, capsys, tmp_path):

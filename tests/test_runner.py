@@ -132,6 +132,37 @@ def test_sigkill_then_rerun_equals_uninterrupted(tmp_path):
     assert not list(folder.glob(".*.tmp"))
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_stops_workers_keeps_records_and_says_how_to_resume(tmp_path):
+    """``kill`` (a scheduler's stop, ``timeout``) ends a suite as Ctrl-C does: exit 143, the resume hint, the
+    process workers stopped, every finished record kept; the same command then finishes the suite to the
+    uninterrupted one's numbers. (Before benchmark.cli.errors.stop_signals_as_interrupt, SIGTERM killed the
+    parent outright: exit -15, no message, leaked semaphores.)"""
+    suite = write_suite(tmp_path, text=SUITE.replace("rounds = 2", "rounds = 40"))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "benchmark.cli", "run", "--suite", str(suite), "--no-progress", "--group-runs", "1",
+           "--backend", "process", "--jobs", "2"]
+    stopped = tmp_path / "stopped"
+    folder = runner.results_dir(stopped, "mini")
+    proc = subprocess.Popen(cmd + ["--results", str(stopped)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    while time.time() < deadline and not list(folder.glob("*.json")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    n_before = len(list(folder.glob("*.json")))
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert 1 <= n_before < 8, "the signal should land mid-suite"
+    assert "stopped by SIGTERM" in err and "Traceback" not in err and "leaked" not in err, err
+    for p in folder.glob("*.json"):
+        json.loads(p.read_text())  # no partial record
+    subprocess.run(cmd + ["--results", str(stopped)], env=env, check=True, capture_output=True)
+    clean = tmp_path / "clean"
+    subprocess.run(cmd + ["--results", str(clean)], env=env, check=True, capture_output=True)
+    assert metrics(folder) == metrics(runner.results_dir(clean, "mini"))
+
+
 def test_process_backend_equals_local(tmp_path):
     s = campaign_suite.load_suite(str(write_suite(tmp_path)))
     runner.run_suite(s, backend="local", results_root=str(tmp_path / "a"), progress=False)

@@ -6,6 +6,10 @@ for every subcommand, so that a command only parses its flags and calls the libr
   prints ``fedrepro <command>: <message>`` on stderr and exits 2, with no traceback.
 * Ctrl-C exits 130 and says what is kept and how to go on: the command states it beforehand with
   ``resume_hint(a, text)`` (a string, or a function returning one, e.g. to print the runs finished so far).
+* SIGTERM (``kill``, ``timeout``, a cluster scheduler's stop) and SIGHUP (a closed terminal) end a command the
+  same way, exiting 128 + the signal's number (143, 129): process workers are stopped, finished records kept,
+  the hint printed. A signal the command was started to ignore stays ignored (``nohup`` keeps SIGHUP ignored),
+  and a second one of the same kind ends the process at once.
 * A worker process that died (killed, out of memory) exits 1, with the same hint.
 * A full disk (``runner.DiskFull``: the record was rescued elsewhere, the suite stopped; or any other write, e.g.
   a report's plot after every record was kept: ``OSError`` ENOSPC/EDQUOT) exits 1, in one line.
@@ -17,8 +21,11 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
 
 from benchmark.campaign.runner import DiskFull
@@ -26,6 +33,40 @@ from benchmark.runs.store import StoreError
 
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, StoreError)
 EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal (``STOP_SIGNALS``) turned into an interrupt, so every ``except KeyboardInterrupt`` and
+    ``finally`` on the way out (the process backend's ``stop_workers``, Ray's cancel) runs as for Ctrl-C."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+def _stop(signum, frame) -> None:
+    signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once (cleanup that hangs)
+    raise Stopped(signum)
+
+
+@contextmanager
+def stop_signals_as_interrupt() -> Iterator[None]:
+    """Within this block, a stop signal whose handler is the default raises ``Stopped`` (module docstring);
+    ignored or custom handlers are left alone, and every handler is restored after the block. Only the main
+    thread may set handlers: elsewhere the block changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    armed = {s: signal.getsignal(s) for s in STOP_SIGNALS if signal.getsignal(s) is signal.SIG_DFL}
+    for s in armed:
+        signal.signal(s, _stop)
+    try:
+        yield
+    finally:
+        for s, old in armed.items():
+            signal.signal(s, old)
 
 
 def resume_hint(a, hint: str | Callable[[], str | None] | None) -> None:
@@ -48,11 +89,13 @@ def fail(a, message: str, code: int = EXIT_BAD_INPUT) -> int:
 def run_command(a) -> int:
     """Run the parsed command ``a.func(a)`` and turn the ways it can end into one message and exit code."""
     try:
-        return a.func(a)
-    except KeyboardInterrupt:
+        with stop_signals_as_interrupt():
+            return a.func(a)
+    except KeyboardInterrupt as e:
         hint = _hint(a)
-        print(f"\ninterrupted{': ' + hint if hint else ''}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        said = f"stopped by {e.name}" if isinstance(e, Stopped) else "interrupted"
+        print(f"\n{said}{': ' + hint if hint else ''}", file=sys.stderr)
+        return 128 + e.signum if isinstance(e, Stopped) else EXIT_INTERRUPTED
     except BrokenProcessPool as e:
         hint = _hint(a)
         return fail(a, f"a worker process died ({e}); was it killed, or out of memory?" + (f" {hint}" if hint else ""),
