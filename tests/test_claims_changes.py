@@ -97,3 +97,47 @@ def test_report_compare_prints_each_changed_claim_with_its_explanation(tmp_path,
     assert "### p.c1: SUPPORTED (cpu-rep, replication) -> CONTRADICTED (cpu)" in out
     assert "- Tuning of `s / x`:" in out and "### p.c2" not in out
     assert "Added: `p.c3`" in out
+
+
+def test_a_choice_is_shown_with_its_lead_over_the_runner_up_and_a_tie_reads_as_one(tmp_path):
+    _versions(tmp_path)
+    c = claims_changes.compare_standings(tmp_path, "1.0", "2.0")
+    why = "\n".join(c["changed"][0]["why"])
+    assert "ahead of lr=0.1 by 10.00 points (one tuning seed: no spread)" in why  # 1.0's x
+    # 2.0's y: lr=0.3 beat lr=0.1 by one point on each of the 3 seeds: a lead the seeds agree on, not a tie
+    tuning_y = next(line for line in c["changed"][0]["why"] if "`s / y`" in line)
+    assert tuning_y.endswith("ahead of lr=0.1 by 1.00 +- 0.00 points (paired over the 3 tuning seeds both scored)")
+    # 2.0's x: ahead by 10 points on average, but only through the seed where lr=0.1 diverged (+50, -12, -8)
+    tuning_x = next(line for line in c["changed"][0]["why"] if "`s / x`" in line)
+    assert "ahead of lr=0.1 by 10.00 +- 20.03 points (paired over the 3 tuning seeds both scored): a tie" in tuning_x
+
+
+def _tie_versions(tmp_path, new_scores):
+    row = [_row("p.c1", "SUPPORTED", "cpu")]
+    old = {"s / x": {"points": [_pt(0.03, [0.74, 0.70, 0.78]), _pt(0.1, [0.78, 0.68, 0.75])], "chosen_index": 0},
+           "s / y": {"points": [_pt(0.03, [0.5, 0.5, 0.5]), _pt(0.1, [0.6, 0.6, 0.6])], "chosen_index": 1}}
+    new = {"s / x": {"points": [_pt(0.03, new_scores[0]), _pt(0.1, new_scores[1])], "chosen_index": 1},
+           "s / y": old["s / y"]}
+    _write(tmp_path, "1.0", {"claims": row, "papers": [_paper("cpu", [("p.c1", {})], old)]})
+    _write(tmp_path, "2.0", {"claims": row, "papers": [_paper("cpu", [("p.c1", {})], new)]})
+
+
+def test_tuning_choices_that_changed_are_listed_and_a_flip_within_the_seeds_noise_is_a_tie(tmp_path, capsys):
+    # x flips from lr=0.03 to lr=0.1 on the same tuning seeds while the seeds disagree on which is better (+5,
+    # -1, -4 points): a tie, as FedSWA's dir0.1 choice was from 0.4.0 to 0.5.0; y keeps its choice
+    _tie_versions(tmp_path, ([0.73, 0.70, 0.78], [0.78, 0.69, 0.745]))
+    t = claims_changes.compare_standings(tmp_path, "1.0", "2.0")["tuning"]
+    assert t["both"] == 2 and [x["tuning"] for x in t["changed"]] == ["s / x"]
+    [x] = t["changed"]
+    assert x["same_seeds"] and x["tie"]
+    assert x["new"].startswith("lr=0.1, ahead of lr=0.03 by 0.17 +- ") and x["new"].endswith(": a tie")
+    assert cli.main(["report", "--compare", "1.0", "2.0", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 of the 2 tunings that both versions ran chose another point in 2.0 (1 of them a tie in 2.0" in out
+    assert "| p       | cpu     | s / x    |" in out
+
+
+def test_a_flip_that_every_tuning_seed_agrees_on_is_not_a_tie(tmp_path):
+    _tie_versions(tmp_path, ([0.70, 0.66, 0.74], [0.78, 0.75, 0.81]))  # lr=0.1 ahead by 7-9 points on each seed
+    [x] = claims_changes.compare_standings(tmp_path, "1.0", "2.0")["tuning"]["changed"]
+    assert not x["tie"] and "a tie" not in x["new"]

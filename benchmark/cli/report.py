@@ -107,7 +107,9 @@ def add_parser(sub) -> None:
                        description="Read <results>/<suite>/<version>/*.json (or the run records in FOLDER) and write "
                                    "leaderboard.md, runs.csv and PNG plots beside them; or, with --compare OLD NEW, "
                                    "list the leaderboard cells that moved beyond their seed spread and the theory and "
-                                   "empirical-claim verdicts that changed between two versions; or, with --paper NAME|all, "
+                                   "empirical-claim verdicts that changed between two versions (each changed claim "
+                                   "with both versions' protocols and tunings side by side), and every tuning choice "
+                                   "that changed, with its lead over the runner-up; or, with --paper NAME|all, "
                                    "write one page per paper from the committed results.")
     p.add_argument("folder", nargs="?", metavar="FOLDER",
                    help="a folder of run records (e.g. a `fedrepro run --out` folder, or runs/<suite>/<version>): its "

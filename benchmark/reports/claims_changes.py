@@ -8,12 +8,16 @@ versions' protocols are set side by side from the reports alone: the scale and s
 they stopped, the deciding metric, the smallest effect that matters, each compared pair's mean difference with its
 interval, and the tuning of every arm the claim compares (the chosen point, its validation score, on how many
 tuning seeds, whether it lies at an edge of its grid that the rule could still extend, or a value fixed by the
-protocol with its reason). Nothing is recomputed: what the two reports say, in one place, so that a changed
+protocol with its reason; and how far ahead of the runner-up it was, with the standard error of that gap over the
+tuning seeds, so that a choice between two points that the tuning seeds cannot tell apart reads as a tie: the
+cause of FedSWA's three changed verdicts from 0.4.0 to 0.5.0). Nothing is recomputed: what the two reports say, in one place, so that a changed
 verdict reads with its cause (a better-tuned baseline, another metric, more seeds) next to it.
 """
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from pathlib import Path
 
 from benchmark.campaign.tuning import at_edge, lost_to_failures, point_label
@@ -77,7 +81,30 @@ def _tuning(e: dict, setting: str, arm: str) -> str:
     score = "" if pick.get("mean") is None else f", validation {100 * pick['mean']:.1f}"
     where = "at an edge of its grid" if at_edge(t) else "interior"
     return (f"{point_label(pick['point'])}{score} on {seeds} tuning seed{'s' if seeds != 1 else ''}, {where} "
-            f"({len(t['points'])} points tried)") + "".join(_better_where_trained(t))
+            f"({len(t['points'])} points tried)") + _runner_up(t) + "".join(_better_where_trained(t))
+
+
+TIE_SE = 2  # a choice ahead of its runner-up by less than this many standard errors of the gap reads as a tie
+
+
+def _runner_up(t: dict) -> str:
+    """", ahead of <point> by G +- SE points (paired over the k tuning seeds both scored)" and ": a tie" when
+    G < TIE_SE x SE: the gap between the choice and the next best point, each seed's scores paired (the tuning
+    seeds give every point the same data), so a flip between versions reads as the noise it is."""
+    pick = t["points"][t["chosen_index"]]
+    others = [x for i, x in enumerate(t["points"]) if i != t["chosen_index"] and x.get("mean") is not None]
+    if pick.get("mean") is None or not others:
+        return ""
+    nxt = max(others, key=lambda x: x["mean"])
+    a, b = pick.get("validation_accuracy") or {}, nxt.get("validation_accuracy") or {}
+    d = [100 * (a[s] - b[s]) for s in a if s in b and a[s] is not None and b[s] is not None]
+    gap = 100 * (pick["mean"] - nxt["mean"])
+    if len(d) < 2:
+        return f", ahead of {point_label(nxt['point'])} by {gap:.2f} points (one tuning seed: no spread)"
+    se = statistics.stdev(d) / math.sqrt(len(d))
+    tie = gap < TIE_SE * se
+    return (f", ahead of {point_label(nxt['point'])} by {gap:.2f} +- {se:.2f} points (paired over the {len(d)} tuning "
+            f"seeds both scored){': a tie' if tie else ''}")
 
 
 def _better_where_trained(t: dict) -> list[str]:
@@ -133,6 +160,38 @@ def compare_standings(root: Path, old: str, new: str) -> dict:
     out["changed"] = [{"id": k, "old": shown(o[k]), "new": shown(n[k]), "why": explain(o[k], n[k], old, new)}
                       for k in both if o[k]["row"]["verdict"] != n[k]["row"]["verdict"]]
     out["unchanged"] = sum(o[k]["row"]["verdict"] == n[k]["row"]["verdict"] for k in both)
+    out["tuning"] = tuning_changes(root, old, new)
     out["added"] = [k for k in n if k not in o]
     out["removed"] = [k for k in o if k not in n]
     return out
+
+
+def _tunings(root: Path, version: str) -> dict[tuple[str, str, str], dict]:
+    """{(paper, scale, "setting / arm"): tuning record} of a version's first stage and replication reports."""
+    out = {}
+    for path in (Path(root) / "claims" / version / "report.json",
+                 Path(root) / "claims" / version / "replication" / "report.json"):
+        for p in (_load(path) or {}).get("papers", []):
+            scale = (p.get("scale") or {}).get("scale")
+            out.update({(p.get("paper"), scale, k): t for k, t in (p.get("tuning") or {}).items() if t.get("points")})
+    return out
+
+
+def tuning_changes(root: Path, old: str, new: str) -> dict:
+    """Every tuning (paper, scale, setting / arm) that both versions ran and that chose another point in ``new``,
+    whatever its claims' verdicts did: each with both choices, their tuning seeds and ``_runner_up``'s gap in each
+    version; and how many tunings both ran. Same tuning seeds and another choice means the code's numerics moved a
+    choice that the tuning seeds may not tell from its runner-up (each such change from 0.4.0 to 0.5.0 was a tie)."""
+    o, n = _tunings(root, old), _tunings(root, new)
+    both = [k for k in n if k in o]
+    changed = []
+    for k in both:
+        a, b = o[k], n[k]
+        pa, pb = a["points"][a["chosen_index"]], b["points"][b["chosen_index"]]
+        if pa["point"] == pb["point"]:
+            continue
+        seeds = [sorted((t["points"][t["chosen_index"]].get("validation_accuracy") or {})) for t in (a, b)]
+        changed.append({"paper": k[0], "scale": k[1], "tuning": k[2], "old": point_label(pa["point"]) + _runner_up(a),
+                        "new": point_label(pb["point"]) + _runner_up(b), "same_seeds": seeds[0] == seeds[1],
+                        "tie": _runner_up(b).endswith(": a tie")})
+    return {"both": len(both), "changed": changed}

@@ -193,6 +193,19 @@ def markdown(c: dict) -> str:
             for x in v["changed"]:
                 out += [f"### {x['id']}: {x['old']} -> {x['new']}", ""] + [f"- {_cell(line)}" for line in x["why"]]
                 out += [""]
+            t = v.get("tuning") or {"both": 0, "changed": []}
+            if t["both"]:
+                ties = sum(x["tie"] for x in t["changed"])
+                out += ["### Tuning choices that changed", "",
+                        f"{len(t['changed'])} of the {t['both']} tunings that both versions ran chose another point "
+                        f"in {c['new']} ({ties} of them a tie in {c['new']}: ahead of the runner-up by less than "
+                        f"{claims_changes.TIE_SE} standard errors of the gap over the tuning seeds), whether or not "
+                        "a verdict changed with them.", ""]
+                if t["changed"]:
+                    out += [tabulate([[x["paper"], x["scale"], x["tuning"], _cell(x["old"]), _cell(x["new"]),
+                                       "yes" if x["same_seeds"] else "no"] for x in t["changed"]],
+                                     headers=["paper", "scale", "tuning", c["old"], c["new"], "same tuning seeds"],
+                                     tablefmt="github"), ""]
         if v["added"]:
             out += ["Added: " + ", ".join(f"`{i}`" for i in v["added"]), ""]
         if v["removed"]:
