@@ -106,30 +106,39 @@ def test_failing_cell_is_recorded_and_suite_goes_on(tmp_path):
     assert all(r["config"]["dataset"] == "mnist" for r in failed)
 
 
+def _stop_mid_suite(tmp_path, cmd, sig, at_least):
+    """Start ``cmd`` (a suite of 8 cells) into tmp_path/stopped, send ``sig`` once ``at_least`` records exist,
+    check that it landed mid-suite and left no partial record: (the process, its stderr, the records' folder)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    folder = runner.results_dir(tmp_path / "stopped", "mini")
+    proc = subprocess.Popen(cmd + ["--results", str(tmp_path / "stopped")], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    while time.time() < deadline and len(list(folder.glob("*.json"))) < at_least:
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert at_least <= len(list(folder.glob("*.json"))) < 8, "the signal should land mid-suite"
+    for p in folder.glob("*.json"):
+        json.loads(p.read_text())  # no partial record
+    return proc, err, folder
+
+
+def _rerun_equals_uninterrupted(tmp_path, cmd, folder):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    subprocess.run(cmd + ["--results", str(tmp_path / "stopped")], env=env, check=True, capture_output=True)
+    subprocess.run(cmd + ["--results", str(tmp_path / "clean")], env=env, check=True, capture_output=True)
+    assert metrics(folder) == metrics(runner.results_dir(tmp_path / "clean", "mini"))
+    assert not list(folder.glob(".*.tmp"))
+
+
 def test_sigkill_then_rerun_equals_uninterrupted(tmp_path):
     suite = write_suite(tmp_path)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     # one cell at a time (--group-runs 1): a batched job writes its 8 records at once, leaving no moment to kill
     # mid-suite (the batched case has its own test: test_batched.py::test_kill_9_in_a_grouped_suite_then_resume)
     cmd = [sys.executable, "-m", "benchmark.cli", "run", "--suite", str(suite), "--no-progress", "--group-runs", "1"]
-    killed = tmp_path / "killed"
-    folder = runner.results_dir(killed, "mini")
-    proc = subprocess.Popen(cmd + ["--results", str(killed)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(list(folder.glob("*.json"))) < 2:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    n_before = len(list(folder.glob("*.json")))
-    assert 2 <= n_before < 8, "the kill should land mid-suite"
-    for p in folder.glob("*.json"):
-        json.loads(p.read_text())  # no partial record
-    subprocess.run(cmd + ["--results", str(killed)], env=env, check=True, capture_output=True)
-    clean = tmp_path / "clean"
-    subprocess.run(cmd + ["--results", str(clean)], env=env, check=True, capture_output=True)
-    assert metrics(folder) == metrics(runner.results_dir(clean, "mini"))
-    assert not list(folder.glob(".*.tmp"))
+    _, _, folder = _stop_mid_suite(tmp_path, cmd, signal.SIGKILL, 2)
+    _rerun_equals_uninterrupted(tmp_path, cmd, folder)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGTERM") or sys.platform == "win32", reason="POSIX signals")
@@ -139,28 +148,12 @@ def test_sigterm_stops_workers_keeps_records_and_says_how_to_resume(tmp_path):
     uninterrupted one's numbers. (Before benchmark.cli.errors.stop_signals_as_interrupt, SIGTERM killed the
     parent outright: exit -15, no message, leaked semaphores.)"""
     suite = write_suite(tmp_path, text=SUITE.replace("rounds = 2", "rounds = 40"))
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "benchmark.cli", "run", "--suite", str(suite), "--no-progress", "--group-runs", "1",
            "--backend", "process", "--jobs", "2"]
-    stopped = tmp_path / "stopped"
-    folder = runner.results_dir(stopped, "mini")
-    proc = subprocess.Popen(cmd + ["--results", str(stopped)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 180
-    while time.time() < deadline and not list(folder.glob("*.json")):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    n_before = len(list(folder.glob("*.json")))
+    proc, err, folder = _stop_mid_suite(tmp_path, cmd, signal.SIGTERM, 1)
     assert proc.returncode == 128 + signal.SIGTERM, err
-    assert 1 <= n_before < 8, "the signal should land mid-suite"
     assert "stopped by SIGTERM" in err and "Traceback" not in err and "leaked" not in err, err
-    for p in folder.glob("*.json"):
-        json.loads(p.read_text())  # no partial record
-    subprocess.run(cmd + ["--results", str(stopped)], env=env, check=True, capture_output=True)
-    clean = tmp_path / "clean"
-    subprocess.run(cmd + ["--results", str(clean)], env=env, check=True, capture_output=True)
-    assert metrics(folder) == metrics(runner.results_dir(clean, "mini"))
+    _rerun_equals_uninterrupted(tmp_path, cmd, folder)
 
 
 def test_process_backend_equals_local(tmp_path):
