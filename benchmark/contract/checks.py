@@ -189,7 +189,8 @@ def check_group(exps):
 def batches(name: str) -> None:
     """Two runs differing in seed, partition, lr (if batchable) and one batchable hyperparameter (the
     probe answers for every registered algorithm; non-float fields never enter its answer) equal their runs alone
-    to the stated tolerance; three runs differing only in their seeds equal theirs bit for bit."""
+    to the stated tolerance; three runs differing only in their seeds equal theirs bit for bit (to the stated
+    tolerance on a machine whose batched matrix product is not batch-invariant: ``batch_invariant_matmul``)."""
     cls = algorithms.get_class(name)
     if not cls.vectorizable:
         raise NotApplicable(f"{name} declares itself not vectorizable (it is never batched)")
@@ -207,14 +208,41 @@ def batches(name: str) -> None:
             _digits(seed=1, lr=lr2, partition="dirichlet:0.5", algorithm_args=other, **kw)]
     assert batched.group_key(exps[0]) == batched.group_key(exps[1])
     check_group(exps)
-    # runs that differ only in their seeds (a look's paired seeds, which the claims batch): bit for bit alone
+    # runs that differ only in their seeds (a look's paired seeds, which the claims batch): bit for bit alone where
+    # this machine's batched matrix product is batch-invariant, else to the stated tolerance
+    exact = batch_invariant_matmul()
     seeds = [_digits(seed=s, lr=0.1, partition="dirichlet:0.5", **kw) for s in (0, 1, 2)]
     for e, g in zip(seeds, plan.run_group(seeds)):
         alone = run(e)
         assert g.status == alone.status, (g.message, alone.message)
+        if not exact:
+            assert_same_history(alone, g, keys=("test_loss", "train_loss", "local_loss"))
+            assert torch.allclose(_params(alone), _params(g), rtol=1e-4, atol=1e-5)
+            continue
         assert _bits(g.history) == _bits(alone.history), f"seed {e.seed}: its history in a group of seeds is not " \
             "its history alone, bit for bit"
         assert torch.equal(_params(g), _params(alone)), f"seed {e.seed}: its model in a group of seeds"
+
+
+def batch_invariant_matmul() -> bool:
+    """Whether this machine's batched matrix product (``torch.bmm``, which the vectorized executor's layers become
+    under vmap) gives each matrix the bits it gets in a smaller batch, at one thread and at the current count: what
+    a group of seeds needs to equal its runs alone bit for bit. Probed on products of 7-, 13- and 16-row matrices (a
+    minibatch's rows). Seen 2026-11-29: True on the sessions' Intel Xeons; False on an AMD EPYC (AVX-512, torch
+    2.14.1), where 7- and 13-row products change their last bits with the batch, so that there a seed group
+    equals its runs alone only to float32 rounding."""
+    threads = torch.get_num_threads()
+    try:
+        for n in sorted({1, threads}):
+            torch.set_num_threads(n)
+            g = torch.Generator().manual_seed(0)
+            for m in (7, 13, 16):
+                a, w = torch.randn(6, m, 64, generator=g), torch.randn(6, 64, 10, generator=g)
+                if not torch.equal(torch.bmm(a, w)[3:], torch.bmm(a[3:], w[3:])):
+                    return False
+        return True
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _bits(history: list) -> list:
