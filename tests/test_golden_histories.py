@@ -7,6 +7,8 @@ for the machines whose kernels sum alike: ``golden_histories_aa98dfe-<fingerprin
 ``tests.golden.machine()`` names (generated from aa98dfe's code on an AVX-512 Xeon, 2026-11-28, where every one of
 its 110 histories equals HEAD's), and ``golden_histories_aa98dfe.json`` for the machine the first file was made on
 (the sessions' and CI's until 2026-11-27; its fingerprint was not recorded), used wherever no fingerprint matches.
+The AMD EPYC (AVX-512) of 2026-11-29, fingerprint affa927fc472, has its own files too: aa98dfe's histories there
+fail 38 of the first file's cases and equal HEAD's in all 114 (each declared change's generated at its commit).
 
 A change declared to move numbers (``CHANGES``) names the cases it may move; their histories after it are in
 ``golden_histories_<change>-<fingerprint>.json`` for the machines it was generated on, and on any other machine
