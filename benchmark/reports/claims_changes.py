@@ -81,30 +81,31 @@ def _tuning(e: dict, setting: str, arm: str) -> str:
     score = "" if pick.get("mean") is None else f", validation {100 * pick['mean']:.1f}"
     where = "at an edge of its grid" if at_edge(t) else "interior"
     return (f"{point_label(pick['point'])}{score} on {seeds} tuning seed{'s' if seeds != 1 else ''}, {where} "
-            f"({len(t['points'])} points tried)") + _runner_up(t) + "".join(_better_where_trained(t))
+            f"({len(t['points'])} points tried)") + _runner_up(t)[0] + "".join(_better_where_trained(t))
 
 
 TIE_SE = 2  # a choice ahead of its runner-up by less than this many standard errors of the gap reads as a tie
 
 
-def _runner_up(t: dict) -> str:
-    """", ahead of <point> by G +- SE points (paired over the k tuning seeds both scored)" and ": a tie" when
-    G < TIE_SE x SE: the gap between the choice and the next best point, each seed's scores paired (the tuning
-    seeds give every point the same data), so a flip between versions reads as the noise it is."""
+def _runner_up(t: dict) -> tuple[str, bool]:
+    """(", ahead of <point> by G +- SE points (paired over the k tuning seeds both scored)" with ": a tie" appended
+    when G < TIE_SE x SE, whether it is a tie): the gap between the choice and the next best point, each seed's
+    scores paired (the tuning seeds give every point the same data), so a flip between versions reads as the noise
+    it is. ("", False) without a runner-up."""
     pick = t["points"][t["chosen_index"]]
     others = [x for i, x in enumerate(t["points"]) if i != t["chosen_index"] and x.get("mean") is not None]
     if pick.get("mean") is None or not others:
-        return ""
+        return "", False
     nxt = max(others, key=lambda x: x["mean"])
     a, b = pick.get("validation_accuracy") or {}, nxt.get("validation_accuracy") or {}
     d = [100 * (a[s] - b[s]) for s in a if s in b and a[s] is not None and b[s] is not None]
     gap = 100 * (pick["mean"] - nxt["mean"])
     if len(d) < 2:
-        return f", ahead of {point_label(nxt['point'])} by {gap:.2f} points (one tuning seed: no spread)"
+        return f", ahead of {point_label(nxt['point'])} by {gap:.2f} points (one tuning seed: no spread)", False
     se = statistics.stdev(d) / math.sqrt(len(d))
     tie = gap < TIE_SE * se
     return (f", ahead of {point_label(nxt['point'])} by {gap:.2f} +- {se:.2f} points (paired over the {len(d)} tuning "
-            f"seeds both scored){': a tie' if tie else ''}")
+            f"seeds both scored){': a tie' if tie else ''}"), tie
 
 
 def _better_where_trained(t: dict) -> list[str]:
@@ -191,7 +192,7 @@ def tuning_changes(root: Path, old: str, new: str) -> dict:
         if pa["point"] == pb["point"]:
             continue
         seeds = [sorted((t["points"][t["chosen_index"]].get("validation_accuracy") or {})) for t in (a, b)]
-        changed.append({"paper": k[0], "scale": k[1], "tuning": k[2], "old": point_label(pa["point"]) + _runner_up(a),
-                        "new": point_label(pb["point"]) + _runner_up(b), "same_seeds": seeds[0] == seeds[1],
-                        "tie": _runner_up(b).endswith(": a tie")})
+        (lead_a, _), (lead_b, tie) = _runner_up(a), _runner_up(b)
+        changed.append({"paper": k[0], "scale": k[1], "tuning": k[2], "old": point_label(pa["point"]) + lead_a,
+                        "new": point_label(pb["point"]) + lead_b, "same_seeds": seeds[0] == seeds[1], "tie": tie})
     return {"both": len(both), "changed": changed}
