@@ -42,14 +42,20 @@ def _entries(report: dict, stage: str) -> list[dict]:
     return out
 
 
-def standings(root: Path, version: str) -> dict[str, dict] | None:
+def _reports(root: Path, version: str) -> tuple[dict | None, dict]:
+    """A version's first-stage report (None if absent) and its replication's ({} if absent), each read once."""
+    base = Path(root) / "claims" / version
+    return _load(base / "report.json"), _load(base / "replication" / "report.json") or {}
+
+
+def standings(root: Path, version: str, reports: tuple[dict | None, dict] | None = None) -> dict[str, dict] | None:
     """{key: entry} of a version's claims (None without a first-stage report): key the claim id for its first
     scale and "id (scale scale)" for each further one, as the first-stage report orders them; the entry of the
-    replication where the first stage left the claim INCONCLUSIVE and a replication judged it."""
-    first = _load(Path(root) / "claims" / version / "report.json")
+    replication where the first stage left the claim INCONCLUSIVE and a replication judged it. ``reports``:
+    ``_reports(root, version)`` where the caller has read them already."""
+    first, rep = reports or _reports(root, version)
     if first is None:
         return None
-    rep = _load(Path(root) / "claims" / version / "replication" / "report.json") or {}
     rep_rows = {(e["row"]["id"], e["row"].get("scale")): e for e in _entries(rep, "replication")}
     out, seen = {}, set()
     for e in _entries(first, "first stage"):
@@ -152,7 +158,8 @@ def explain(old_e: dict, new_e: dict, old: str, new: str) -> list[str]:
 def compare_standings(root: Path, old: str, new: str) -> dict:
     """The claims whose standing changed between two versions' reports, each with ``explain``'s lines; the counts
     of unchanged, added and removed ones (``compare.compare_verdicts``'s shape)."""
-    o, n = standings(root, old), standings(root, new)
+    ro, rn = _reports(root, old), _reports(root, new)
+    o, n = standings(root, old, ro), standings(root, new, rn)
     base = Path(root) / "claims"
     out = {"old_report": str(base / old / "report.json") if o is not None else None,
            "new_report": str(base / new / "report.json") if n is not None else None}
@@ -161,29 +168,30 @@ def compare_standings(root: Path, old: str, new: str) -> dict:
     out["changed"] = [{"id": k, "old": shown(o[k]), "new": shown(n[k]), "why": explain(o[k], n[k], old, new)}
                       for k in both if o[k]["row"]["verdict"] != n[k]["row"]["verdict"]]
     out["unchanged"] = sum(o[k]["row"]["verdict"] == n[k]["row"]["verdict"] for k in both)
-    out["tuning"] = tuning_changes(root, old, new)
+    out["tuning"] = tuning_changes(root, old, new, (ro, rn))
     out["added"] = [k for k in n if k not in o]
     out["removed"] = [k for k in o if k not in n]
     return out
 
 
-def _tunings(root: Path, version: str) -> dict[tuple[str, str, str], dict]:
+def _tunings(reports: tuple[dict | None, dict]) -> dict[tuple[str, str, str], dict]:
     """{(paper, scale, "setting / arm"): tuning record} of a version's first stage and replication reports."""
     out = {}
-    for path in (Path(root) / "claims" / version / "report.json",
-                 Path(root) / "claims" / version / "replication" / "report.json"):
-        for p in (_load(path) or {}).get("papers", []):
+    for report in reports:
+        for p in (report or {}).get("papers", []):
             scale = (p.get("scale") or {}).get("scale")
             out.update({(p.get("paper"), scale, k): t for k, t in (p.get("tuning") or {}).items() if t.get("points")})
     return out
 
 
-def tuning_changes(root: Path, old: str, new: str) -> dict:
+def tuning_changes(root: Path, old: str, new: str, reports: tuple | None = None) -> dict:
     """Every tuning (paper, scale, setting / arm) that both versions ran and that chose another point in ``new``,
     whatever its claims' verdicts did: each with both choices, their tuning seeds and ``_runner_up``'s gap in each
     version; and how many tunings both ran. Same tuning seeds and another choice means the code's numerics moved a
-    choice that the tuning seeds may not tell from its runner-up (each such change from 0.4.0 to 0.5.0 was a tie)."""
-    o, n = _tunings(root, old), _tunings(root, new)
+    choice that the tuning seeds may not tell from its runner-up (each such change from 0.4.0 to 0.5.0 was a tie).
+    ``reports``: both versions' ``_reports`` where the caller has read them already."""
+    ro, rn = reports or (_reports(root, old), _reports(root, new))
+    o, n = _tunings(ro), _tunings(rn)
     both = [k for k in n if k in o]
     changed = []
     for k in both:
