@@ -128,8 +128,9 @@ def _git(root, *args):
 
 
 def test_same_run_code_reads_only_the_code_folders(tmp_path):
-    """Commits that differ outside ``record.CODE_DIRS`` compute the same runs; one that changed a file under
-    them (the planted defect), an unknown commit, a dirty tree or another package version do not."""
+    """Commits that differ outside ``record.CODE_DIRS``, or in ``record.NOT_RUN_CODE`` under them (a report's code, a
+    document), compute the same runs; one that changed a file a run reads (the planted defect), an unknown commit,
+    a dirty tree or another package version do not."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     _git(tmp_path, "init", "-q")
@@ -142,16 +143,24 @@ def test_same_run_code_reads_only_the_code_folders(tmp_path):
     (tmp_path / "README.md").write_text("two\n")
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "r.json").write_text("{}\n")
+    (tmp_path / "benchmark" / "reports").mkdir(parents=True)
+    (tmp_path / "benchmark" / "reports" / "plots.py").write_text("x = 1\n")
+    (tmp_path / "benchmark" / "suites").mkdir()
+    (tmp_path / "benchmark" / "suites" / "FORMAT.md").write_text("one\n")
     _git(tmp_path, "add", "-A")
     _git(tmp_path, "commit", "-qm", "docs")
     b = _git(tmp_path, "rev-parse", "HEAD")
     (tmp_path / "algorithms" / "a.py").write_text("x = 2\n")
     _git(tmp_path, "commit", "-qam", "code")
     c = _git(tmp_path, "rev-parse", "HEAD")
+    (tmp_path / "benchmark" / "suites" / "grid.toml").write_text("x = 1\n")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "a suite: read by runs")
+    d = _git(tmp_path, "rev-parse", "HEAD")
     v = lambda commit, **kw: {"package": "0.4.0", "git_commit": commit, "git_dirty": False, **kw}  # noqa: E731
     same = lambda x, y: record.same_run_code(x, y, root=str(tmp_path))  # noqa: E731
     assert same(v(a), v(b)) and same(v(b), v(a))
-    assert not same(v(a), v(c)) and not same(v(b), v(c))
+    assert not same(v(a), v(c)) and not same(v(b), v(c)) and not same(v(c), v(d))
     assert not same(v(a), v("0" * 40))
     assert not same(v(a, git_dirty=True), v(b)) and not same(v(a), v(b, package="0.5.0"))
     assert not same(v(a, plugins=[{"sha256": "1"}]), v(b, plugins=[{"sha256": "2"}]))

@@ -23,8 +23,8 @@ write leaves the previous checkpoint); the runner removes it once the run's reco
 used only by the same cell (config hash) with the same code (``experiment.run_code_version``: package, git
 commit and dirty flag, plugins; two edits of a dirty tree cannot be told apart, as in the records); any other
 is ignored, and the run starts from round 0, except a checkpoint of an earlier clean commit whose code folders
-(``record.CODE_DIRS``) git shows unchanged (a commit of results or documents between: the same runs, bit for
-bit). The record of a resumed
+(``record.CODE_DIRS``, less ``record.NOT_RUN_CODE``) git shows unchanged (a commit of results, reports or
+documents between: the same runs, bit for bit). The record of a resumed
 run says ``execution.resumed_from_round`` and counts the wall time of every piece.
 """
 from __future__ import annotations

@@ -48,6 +48,9 @@ def package_version() -> str:
 
 #: the folders whose code computes a run's numbers: a change elsewhere (results, tests, documents) changes none
 CODE_DIRS = ("algorithms", "benchmark", "theory")
+#: what under :data:`CODE_DIRS` no run reads, so that a commit touching only these resumes a checkpoint: the
+#: reports (tables, plots and comparisons drawn from finished records) and documents
+NOT_RUN_CODE = ("benchmark/reports", "*.md")
 
 
 def _root() -> str:
@@ -75,7 +78,8 @@ def code_version() -> dict:
 def same_run_code(a: dict | None, b: dict | None, root: str | None = None) -> bool:
     """Whether two ``code_version``s (or ``run_code_version``s) compute the same runs although their commits
     differ: the same package version and plugins, both trees clean, and git shows no difference between the
-    two commits under :data:`CODE_DIRS` (the later commit touched only results, tests or documents). False
+    two commits under :data:`CODE_DIRS` outside :data:`NOT_RUN_CODE` (the later commit touched only results, tests,
+    reports or documents). False
     wherever git cannot tell (a commit it does not have, no git): a checkpoint is then not resumed."""
     if not isinstance(a, dict) or not isinstance(b, dict):
         return False
@@ -84,7 +88,8 @@ def same_run_code(a: dict | None, b: dict | None, root: str | None = None) -> bo
     if not ca or not cb or rest(a) != rest(b) or a.get("git_dirty") is not False:
         return False
     try:
-        rc = subprocess.run(["git", "-C", root or _root(), "diff", "--quiet", ca, cb, "--", *CODE_DIRS],
+        rc = subprocess.run(["git", "-C", root or _root(), "diff", "--quiet", ca, cb, "--", *CODE_DIRS,
+                             *(f":(exclude,glob){'**/' if x.startswith('*') else ''}{x}" for x in NOT_RUN_CODE)],
                             capture_output=True, timeout=30).returncode
     except (OSError, subprocess.SubprocessError):
         return False
