@@ -210,15 +210,13 @@ def batches(name: str) -> None:
     check_group(exps)
     # runs that differ only in their seeds (a look's paired seeds, which the claims batch): bit for bit alone where
     # this machine's batched matrix product is batch-invariant, else to the stated tolerance
-    exact = batch_invariant_matmul()
     seeds = [_digits(seed=s, lr=0.1, partition="dirichlet:0.5", **kw) for s in (0, 1, 2)]
+    if not batch_invariant_matmul():
+        check_group(seeds)
+        return
     for e, g in zip(seeds, plan.run_group(seeds)):
         alone = run(e)
         assert g.status == alone.status, (g.message, alone.message)
-        if not exact:
-            assert_same_history(alone, g, keys=("test_loss", "train_loss", "local_loss"))
-            assert torch.allclose(_params(alone), _params(g), rtol=1e-4, atol=1e-5)
-            continue
         assert _bits(g.history) == _bits(alone.history), f"seed {e.seed}: its history in a group of seeds is not " \
             "its history alone, bit for bit"
         assert torch.equal(_params(g), _params(alone)), f"seed {e.seed}: its model in a group of seeds"
