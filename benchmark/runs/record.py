@@ -49,8 +49,8 @@ def package_version() -> str:
 #: the folders whose code computes a run's numbers: a change elsewhere (results, tests, documents) changes none
 CODE_DIRS = ("algorithms", "benchmark", "theory")
 #: what under :data:`CODE_DIRS` no run reads, so that a commit touching only these resumes a checkpoint: the
-#: reports (tables, plots and comparisons drawn from finished records) and documents
-NOT_RUN_CODE = ("benchmark/reports", "*.md")
+#: reports (tables, plots and comparisons drawn from finished records) and documents, as git's exclude pathspecs
+NOT_RUN_CODE = (":(exclude)benchmark/reports", ":(exclude,glob)**/*.md")
 
 
 def _root() -> str:
@@ -88,8 +88,7 @@ def same_run_code(a: dict | None, b: dict | None, root: str | None = None) -> bo
     if not ca or not cb or rest(a) != rest(b) or a.get("git_dirty") is not False:
         return False
     try:
-        rc = subprocess.run(["git", "-C", root or _root(), "diff", "--quiet", ca, cb, "--", *CODE_DIRS,
-                             *(f":(exclude,glob){'**/' if x.startswith('*') else ''}{x}" for x in NOT_RUN_CODE)],
+        rc = subprocess.run(["git", "-C", root or _root(), "diff", "--quiet", ca, cb, "--", *CODE_DIRS, *NOT_RUN_CODE],
                             capture_output=True, timeout=30).returncode
     except (OSError, subprocess.SubprocessError):
         return False
