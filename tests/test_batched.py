@@ -180,13 +180,22 @@ def test_grab_fedavg_batched_equals_alone_bit_for_bit():
 def test_a_group_of_seeds_equals_its_runs_alone_bit_for_bit(name, model):
     """Runs that differ only in their seeds (a look's paired seeds) record the same histories bit for bit in a
     group as alone (0.5.0: hyperparameters stay scalars where the runs agree, and every pair has its own copy of the
-    downlink, also alone), so the claims may batch them without moving a number."""
+    downlink, also alone), so the claims may batch them without moving a number. On a machine whose batched matrix
+    product is not batch-invariant (``contract.batch_invariant_matmul``, probed at one thread and at the current
+    count) the rule is the contract's: the stated tolerance. Without the probe this test depended on the thread
+    count an earlier test left behind (it failed alone at 2 threads on an AMD EPYC, passed in the full suite)."""
     svm = {"dataset_args": {"labels": "parity"}} if model == "bherd_svm" else {}
     exps = [_digits(algorithm=name, model=model, seed=s, partition="dirichlet:0.5", rounds=3, batch_size=32, **svm)
             for s in (0, 1, 2)]
+    exact = contract.batch_invariant_matmul()
     for e, g in zip(exps, plan.run_group(exps)):
         alone = plan.run(e)
         assert g.execution["group_runs"] == 3 and alone.execution.get("group_runs") in (None, 1)
+        assert g.status == alone.status  # bherd's svm runs diverge at this lr, grouped and alone alike
+        if not exact:
+            contract.assert_same_history(alone, g, keys=("test_loss", "train_loss", "local_loss"))
+            continue
+        assert g.message == alone.message
         strip = [{k: v for k, v in h.items() if k != "wall_time"} for h in g.history]
         assert strip == [{k: v for k, v in h.items() if k != "wall_time"} for h in alone.history], (name, e.seed)
 
