@@ -16,6 +16,13 @@ from theory.paper_suites import gpu_section
 
 COMMITTED = Path(__file__).resolve().parents[1] / "results"
 EARLIER = "0.4.0"  # the claims version whose records are archived in the repository
+FEDSWA_EARLIER = "0.5.0"  # the last version that ran FedSWA's 0.4.0 declarations (its records archived too)
+
+
+def _newest_committed_before(version: str) -> str:
+    key = lambda v: tuple(int(x) for x in v.split("."))  # noqa: E731
+    return max((p.name for p in (COMMITTED / "claims").iterdir() if (p / "report.json").is_file()
+                and key(p.name) < key(version)), key=key)
 
 
 def _earlier_root(tmp_path) -> Path:
@@ -135,7 +142,8 @@ def test_this_versions_empty_folder_points_at_the_earlier_verdicts(tmp_path, cap
     assert cli.main(["claims", "--paper", "lfl", "--no-run", "--no-progress", "--results", str(tmp_path)]) == 0
     err = capsys.readouterr().err
     assert "under way, not judged" in err
-    assert f"`fedrepro claims --version {EARLIER} --no-run --publish --paper lfl` judges its records again" in err
+    newest = _newest_committed_before(paths.version())
+    assert f"`fedrepro claims --version {newest} --no-run --publish --paper lfl` judges its records again" in err
 
 
 def test_this_version_declares_its_protocol_and_another_protocols_records_are_refused(tmp_path, capsys):
@@ -182,3 +190,43 @@ def test_gradma_0_5_0_is_a_new_study_and_0_4_0_is_judged_under_its_own_declarati
     assert cli.main(["claims", "--paper", "gradma", "--no-run", "--no-progress", "--results", str(moved)]) == 0
     mine = json.loads((moved / "claims" / paths.version() / "partial" / "gradma" / "report.json").read_text())
     assert not mine["claims"] and mine["papers"][0]["under_way"].startswith("tuning: not started, 0 of 180")
+
+
+def test_fedswa_0_5_1_is_a_new_study_and_0_5_0_is_judged_under_its_own_declarations(tmp_path):
+    """Protocol 0.5.1 runs FedSWA's claims as a new study (looks 5, 10, 20, 40 at the cpu scale and 5, 10 at 4x, on
+    final and tuning seeds that no earlier version used; theory/empirical/fedswa.py), while 0.5.0's records (run under
+    0.4.0's declarations) are judged again under them (fedswa.EARLIER): every FedSWA claim's summary equal to the
+    committed 0.5.0 report's. Judged under this protocol's declarations instead, they are cells never run."""
+    from theory.empirical import fedswa
+
+    if paths.version() == FEDSWA_EARLIER or not archive.archives(COMMITTED, FEDSWA_EARLIER):
+        pytest.skip(f"this code is claims {FEDSWA_EARLIER}, or its records are not archived here")
+    with paths.judging(FEDSWA_EARLIER):
+        old = declaration(fedswa, "SCALES", None)
+        assert declaration(fedswa, "BUDGET").looks == (5, 10) and [s.max_seeds for s in old] == [10, 5]
+    new = declaration(fedswa, "SCALES", None)
+    assert new == (fedswa.CPU, fedswa.CPU4X) and declaration(fedswa, "BUDGET").looks == (5, 10, 20, 40)
+    assert [s.max_seeds for s in new] == [40, 10]
+    for o, n in zip(old, new):
+        assert set(range(n.seed_start, n.seed_start + n.max_seeds)).isdisjoint(range(o.seed_start, o.seed_start +
+                                                                                      o.max_seeds))
+        assert set(n.tune_seeds).isdisjoint(o.tune_seeds) and len(n.tune_seeds) == 3
+        assert dataclasses.replace(n, why=o.why, grid_rule=o.grid_rule, tune_seeds=o.tune_seeds, seed_start=0,
+                                   final_seeds=o.final_seeds, max_seeds=o.max_seeds, reductions=o.reductions) == o
+
+    root = tmp_path / "results"
+    (root / "claims" / FEDSWA_EARLIER).mkdir(parents=True)
+    archive.restore(root, FEDSWA_EARLIER, archive.archives(COMMITTED, FEDSWA_EARLIER))
+    argv = ["claims", "--version", FEDSWA_EARLIER, "--paper", "fedswa", "--no-run", "--no-progress", "--results",
+            str(root)]
+    assert cli.main(argv) == 0
+    got = json.loads((root / "claims" / FEDSWA_EARLIER / "partial" / "fedswa" / "report.json").read_text())
+    want = json.loads((COMMITTED / "claims" / FEDSWA_EARLIER / "report.json").read_text())
+    assert _summaries(got, "fedswa") == _summaries(want, "fedswa") and len(_summaries(want, "fedswa")) == 4
+    assert got["meta"]["protocol"] == PROTOCOLS[FEDSWA_EARLIER]
+
+    moved = tmp_path / "as-this-protocol"
+    shutil.copytree(root / "claims" / FEDSWA_EARLIER / "runs", moved / "claims" / paths.version() / "runs")
+    assert cli.main(["claims", "--paper", "fedswa", "--no-run", "--no-progress", "--results", str(moved)]) == 0
+    mine = json.loads((moved / "claims" / paths.version() / "partial" / "fedswa" / "report.json").read_text())
+    assert not mine["claims"] and mine["papers"][0]["under_way"].startswith("tuning: not started, 0 of")
