@@ -134,3 +134,43 @@ def test_the_dry_run_removes_its_temporary_folders(tmp_path, monkeypatch):
     [p] = erun.plan_claims("lfl", "cpu", root=tmp_path)
     assert p["scales"][0]["measured_before"]["version"] == "0.0.1"
     assert made and not any(Path(f).exists() for f in made)
+
+
+def test_the_dry_run_says_finished_where_the_papers_report_judged_every_claim(tmp_path, capsys):
+    """Once a run into a results root has judged every claim of a paper (no scale under way), the dry run says so and
+    counts nothing left for it (the looks its claims did not need are never run); a report listing a scale as under
+    way, another paper's report, or a report only in another root does not count."""
+    import json
+
+    from benchmark import cli
+    from theory.empirical import paths
+
+    folder = tmp_path / "claims" / paths.version() / "partial" / "lfl"
+    folder.mkdir(parents=True)
+    report = folder / "report.json"
+    entry = {"paper": "lfl", "scale": {"scale": "cpu"}}
+    claim = {"id": "lfl.fig1a.matches_lossless", "paper": "lfl", "verdict": "INCONCLUSIVE", "stopped": "seeds"}
+
+    def dry_run():
+        assert cli.main(["claims", "--paper", "lfl", "--dry-run", "--results", str(tmp_path)]) == 0
+        return capsys.readouterr().out
+
+    assert progress.finished_report(tmp_path, "lfl") is None and "finished" not in dry_run()
+    report.write_text(json.dumps({"papers": [entry], "claims": [claim]}))
+    assert progress.finished_report(tmp_path, "lfl") == report
+    assert f"  finished: {report} judged every claim" in dry_run()
+    assert progress.finished_report(tmp_path, "fedbat") is None
+    assert progress.finished_report(tmp_path / "elsewhere", "lfl") is None
+    report.write_text(json.dumps({"papers": [entry, {**entry, "under_way": "tuning: 3 of 45 runs recorded"}],
+                                  "claims": [claim]}))
+    assert progress.finished_report(tmp_path, "lfl") is None and "finished" not in dry_run()
+
+
+def test_a_finished_scales_progress_has_nothing_left():
+    p = {"rows": [{"setting": "s", "arm": "a", "done": 2, "runs": 5, "done_minutes": 1.0, "minutes_measured": None,
+                   "minutes_per_run": 0.5, "left_minutes": 1.5}], "done": 2, "runs": 5, "done_minutes": 1.0,
+         "folder": "f", "left_minutes": 1.5}
+    assert progress.progress_lines(p)[-1].endswith("left at the worst: 2 CPU-min")
+    assert "left at the worst" in progress.progress_lines(p)[0]
+    lines = progress.progress_lines(p, finished=True)
+    assert lines[-1].endswith("finished: nothing left to run") and not any("left at the worst" in x for x in lines)

@@ -38,17 +38,21 @@ def show_plan(a) -> int:
     """``--dry-run``: each paper's budget, scales, looks and cost plan at the measured costs; nothing runs."""
     from theory.empirical.family import shares_line
     from theory.empirical.run import plan_claims
-    from theory.empirical.progress import MEASURED_AT_LEAST, measured_before_line, progress_lines
+    from theory.empirical.progress import MEASURED_AT_LEAST, finished_report, measured_before_line, progress_lines
     from theory.empirical.scale import plan_lines
 
     plan = plan_claims(a.paper, a.scale, _looks(a), root=args.results_root(a))
     if a.json:
         print(json.dumps(plan, indent=1, default=str))
         return 0
+    finished = {p["paper"]: finished_report(args.results_root(a), p["paper"]) for p in plan} if a.scale == "cpu" else {}
     for p in plan:
         b = p["budget"]
         print(f"{p['paper']}: budget {b['cpu_minutes']:g} CPU-min, looks {b['looks']} ({b['reason']})")
         print(f"  {shares_line(p['family'])}")
+        if finished.get(p["paper"]):
+            print(f"  finished: {finished[p['paper']]} judged every claim (each decided, or INCONCLUSIVE with its "
+                  "budget spent); the looks it did not need are never run")
         for sc in p["scales"]:
             seeds = f"seeds {sc['seeds'][0]}-{sc['seeds'][1]}, " if a.scale == "replication" else ""
             which = "those the first stage leaves INCONCLUSIVE among " if sc.get("inconclusive_only") else ""
@@ -57,7 +61,8 @@ def show_plan(a) -> int:
             if sc.get("measured_before"):
                 print(f"    {measured_before_line(sc['measured_before'])}")
             if sc["recorded"]["done"]:
-                print("\n".join(f"    {line}" for line in progress_lines(sc["recorded"])))
+                print("\n".join(f"    {line}" for line in progress_lines(sc["recorded"],
+                                                                        bool(finished.get(p["paper"])))))
     total = sum(p["cpu_minutes"] for p in plan)
     print(f"planned: {total:.0f} CPU-min at the declared costs, about {total / 60 / 2:.1f} h on 2 cores with "
           f"--backend process --jobs 2 (budgets: {sum(p['budget']['cpu_minutes'] for p in plan):g} CPU-min); the "
@@ -72,7 +77,7 @@ def show_plan(a) -> int:
               f"worst, about {at / 60 / 2:.1f} h on 2 cores")
     done = sum(sc["recorded"]["done_minutes"] for p in plan for sc in p["scales"])
     if done:
-        left = sum(sc["recorded"]["left_minutes"] for p in plan for sc in p["scales"])
+        left = sum(sc["recorded"]["left_minutes"] for p in plan for sc in p["scales"] if not finished.get(p["paper"]))
         print(f"recorded so far under {args.results_root(a)}: {done:.0f} CPU-min; left at the worst: {left:.0f} CPU-min "
               f"(about {left / 60 / 2:.1f} h on 2 cores), at this version's measured costs where an arm has "
               f"{MEASURED_AT_LEAST} or more records, else the planned ones")

@@ -76,18 +76,37 @@ def recorded(folder: Path, sc, arms: dict, plan: dict, read: dict | None = None)
             "left_minutes": sum(r["left_minutes"] or 0.0 for r in rows)}
 
 
-def progress_lines(p: dict) -> list[str]:
-    """The recorded runs and what is left, one line per row that has records, then the scale's total."""
+def progress_lines(p: dict, finished: bool = False) -> list[str]:
+    """The recorded runs and what is left, one line per row that has records, then the scale's total. ``finished``:
+    the paper's report judged every claim (:func:`finished_report`), so nothing is left: the runs the plan holds
+    beyond the records are looks its claims never needed."""
     out = []
     for r in p["rows"]:
         if r["done"]:
             m = r["minutes_measured"]
+            left = "" if finished else f", {r['left_minutes']:.0f} CPU-min left at the worst"
             out.append(f"{r['setting']} / {r['arm']}: {r['done']} of {r['runs']} runs recorded "
                        f"({r['done_minutes']:.0f} CPU-min" + ("" if m is None else f", {m:.2f} per run against "
-                       f"{r['minutes_per_run']:.2f} planned") + f"), {r['left_minutes']:.0f} CPU-min left at the worst")
+                       f"{r['minutes_per_run']:.2f} planned") + f"){left}")
     out.append(f"recorded: {p['done']} of {p['runs']} planned runs, {p['done_minutes']:.0f} CPU-min as recorded "
-               f"({p['folder']}); left at the worst: {p['left_minutes']:.0f} CPU-min")
+               f"({p['folder']}); " + ("finished: nothing left to run" if finished else
+                                       f"left at the worst: {p['left_minutes']:.0f} CPU-min"))
     return out
+
+
+def finished_report(results_root, paper: str) -> Path | None:
+    """The first-stage report of this version under the results root itself (its whole report, else the paper's
+    partial one: where a run into that root writes) that judged ``paper``'s claims with none of its scales listed as
+    under way: each claim decided or INCONCLUSIVE with its budget spent, so that no planned run is left to make in
+    that root. None otherwise (a run into another root makes its own cells, whatever the committed report says)."""
+    from . import paths
+
+    for path in paths.report_files(results_root, paths.version(), paper):
+        data = json.loads(path.read_text())
+        mine = [e for e in data.get("papers", []) if e.get("paper") == paper]
+        if mine and any(c.get("paper") == paper for c in data.get("claims", [])):
+            return None if any(e.get("under_way") for e in mine) else path
+    return None
 
 
 def earlier_versions(roots, this: str) -> list[tuple[str, Path]]:
