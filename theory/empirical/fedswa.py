@@ -7,7 +7,7 @@ import dataclasses
 from benchmark.campaign.tuning import Extension
 
 from .claim import Budget, Claim, Comparison, Margin, arm
-from .scale import CpuScale, FullScale, Reduction
+from .scale import CpuScale, FullScale, Reduction, new_study
 
 PAPER = "fedswa"
 TITLE = "FedSWA / FedMoSWA (Liu et al., ICML 2025)"
@@ -171,15 +171,8 @@ _WHY_STUDY = (" This version runs it as a new study, declared before any of its 
 
 def _study(sc: CpuScale, looks: tuple) -> CpuScale:
     """``sc`` as the 0.5.1 study runs it: fresh tuning and final seeds, ``looks`` up to its max_seeds."""
-    return dataclasses.replace(
-        sc, why=sc.why + _WHY_STUDY, grid_rule=sc.grid_rule.replace("1000, 1001, 1002", ", ".join(
-            map(str, STUDY_TUNE_SEEDS))),
-        tune_seeds=STUDY_TUNE_SEEDS, seed_start=STUDY_SEEDS,
-        final_seeds=tuple(range(STUDY_SEEDS, STUDY_SEEDS + looks[0])), max_seeds=looks[-1],
-        reductions=tuple(r for r in sc.reductions if r.what != "seeds") + (Reduction(
-            "seeds", "3", f"fresh paired seeds {STUDY_SEEDS}-{STUDY_SEEDS + looks[-1] - 1} in looks "
-            f"{', '.join(map(str, looks))} (a new study: no earlier version used them), tuned on tuning seeds "
-            f"{', '.join(map(str, STUDY_TUNE_SEEDS))}", "more"),))
+    return new_study(sc, STUDY_SEEDS, STUDY_TUNE_SEEDS, looks, why=sc.why + _WHY_STUDY,
+                     grid_rule=sc.grid_rule.replace("1000, 1001, 1002", ", ".join(map(str, STUDY_TUNE_SEEDS))))
 
 
 CPU = _study(_CPU_040, STUDY_LOOKS)
