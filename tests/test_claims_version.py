@@ -37,6 +37,25 @@ def _summaries(report: dict, paper: str) -> dict:
     return {(c["id"], c.get("scale")): c for c in report["claims"] if c["id"].startswith(paper + ".")}
 
 
+def _judged_again_as_committed(root: Path, version: str, paper: str, claims: int) -> None:
+    """``fedrepro claims --version V --paper P --no-run`` on V's records under ``root``: P's summaries equal the
+    committed V report's (``claims`` of them), judged under the protocol V ran."""
+    argv = ["claims", "--version", version, "--paper", paper, "--no-run", "--no-progress", "--results", str(root)]
+    assert cli.main(argv) == 0
+    got = json.loads((root / "claims" / version / "partial" / paper / "report.json").read_text())
+    want = json.loads((COMMITTED / "claims" / version / "report.json").read_text())
+    assert _summaries(got, paper) == _summaries(want, paper) and len(_summaries(want, paper)) == claims
+    assert got["meta"]["protocol"] == PROTOCOLS[version]
+
+
+def _never_run_under_this_protocol(runs: Path, moved: Path, sub: str, paper: str, planned: str) -> None:
+    """The same records moved into this version's folder read as cells never run under this protocol."""
+    shutil.copytree(runs, moved / "claims" / paths.version() / sub)
+    assert cli.main(["claims", "--paper", paper, "--no-run", "--no-progress", "--results", str(moved)]) == 0
+    mine = json.loads((moved / "claims" / paths.version() / "partial" / paper / "report.json").read_text())
+    assert not mine["claims"] and mine["papers"][0]["under_way"].startswith(f"tuning: not started, 0 of {planned}")
+
+
 @pytest.fixture
 def earlier(tmp_path):
     if paths.version() == EARLIER or not archive.archives(COMMITTED, EARLIER):
@@ -177,19 +196,9 @@ def test_gradma_0_5_0_is_a_new_study_and_0_4_0_is_judged_under_its_own_declarati
     assert dataclasses.replace(new, why=old.why, grid_rule=old.grid_rule, tune_seeds=old.tune_seeds, seed_start=0,
                                final_seeds=old.final_seeds, max_seeds=20, reductions=old.reductions) == old
 
-    argv = ["claims", "--version", EARLIER, "--paper", "gradma", "--no-run", "--no-progress", "--results",
-            str(earlier)]
-    assert cli.main(argv) == 0
-    got = json.loads((earlier / "claims" / EARLIER / "partial" / "gradma" / "report.json").read_text())
-    want = json.loads((COMMITTED / "claims" / EARLIER / "report.json").read_text())
-    assert _summaries(got, "gradma") == _summaries(want, "gradma") and len(_summaries(want, "gradma")) == 8
-    assert got["meta"]["protocol"] == PROTOCOLS[EARLIER]
-
-    moved = earlier.parent / "as-this-protocol"
-    shutil.copytree(earlier / "claims" / EARLIER / "paper" / "runs", moved / "claims" / paths.version() / "paper" / "runs")
-    assert cli.main(["claims", "--paper", "gradma", "--no-run", "--no-progress", "--results", str(moved)]) == 0
-    mine = json.loads((moved / "claims" / paths.version() / "partial" / "gradma" / "report.json").read_text())
-    assert not mine["claims"] and mine["papers"][0]["under_way"].startswith("tuning: not started, 0 of 180")
+    _judged_again_as_committed(earlier, EARLIER, "gradma", 8)
+    _never_run_under_this_protocol(earlier / "claims" / EARLIER / "paper" / "runs", earlier.parent / "as-this-protocol",
+                                   "paper/runs", "gradma", "180")
 
 
 def test_fedswa_0_5_1_is_a_new_study_and_0_5_0_is_judged_under_its_own_declarations(tmp_path):
@@ -217,16 +226,6 @@ def test_fedswa_0_5_1_is_a_new_study_and_0_5_0_is_judged_under_its_own_declarati
     root = tmp_path / "results"
     (root / "claims" / FEDSWA_EARLIER).mkdir(parents=True)
     archive.restore(root, FEDSWA_EARLIER, archive.archives(COMMITTED, FEDSWA_EARLIER))
-    argv = ["claims", "--version", FEDSWA_EARLIER, "--paper", "fedswa", "--no-run", "--no-progress", "--results",
-            str(root)]
-    assert cli.main(argv) == 0
-    got = json.loads((root / "claims" / FEDSWA_EARLIER / "partial" / "fedswa" / "report.json").read_text())
-    want = json.loads((COMMITTED / "claims" / FEDSWA_EARLIER / "report.json").read_text())
-    assert _summaries(got, "fedswa") == _summaries(want, "fedswa") and len(_summaries(want, "fedswa")) == 4
-    assert got["meta"]["protocol"] == PROTOCOLS[FEDSWA_EARLIER]
-
-    moved = tmp_path / "as-this-protocol"
-    shutil.copytree(root / "claims" / FEDSWA_EARLIER / "runs", moved / "claims" / paths.version() / "runs")
-    assert cli.main(["claims", "--paper", "fedswa", "--no-run", "--no-progress", "--results", str(moved)]) == 0
-    mine = json.loads((moved / "claims" / paths.version() / "partial" / "fedswa" / "report.json").read_text())
-    assert not mine["claims"] and mine["papers"][0]["under_way"].startswith("tuning: not started, 0 of")
+    _judged_again_as_committed(root, FEDSWA_EARLIER, "fedswa", 4)
+    _never_run_under_this_protocol(root / "claims" / FEDSWA_EARLIER / "runs", tmp_path / "as-this-protocol", "runs",
+                                   "fedswa", "")
