@@ -229,3 +229,17 @@ def test_fedswa_0_5_1_is_a_new_study_and_0_5_0_is_judged_under_its_own_declarati
     _judged_again_as_committed(root, FEDSWA_EARLIER, "fedswa", 4)
     _never_run_under_this_protocol(root / "claims" / FEDSWA_EARLIER / "runs", tmp_path / "as-this-protocol", "runs",
                                    "fedswa", "")
+
+
+def test_a_new_study_restates_its_tuning_seeds_in_the_grid_rule():
+    """``scale.new_study`` names the new tuning seeds where the rule named the old ones, and refuses a rule that does
+    not name them (it would state the wrong seeds)."""
+    from theory.empirical import fedswa
+    from theory.empirical.scale import new_study
+
+    with paths.judging(FEDSWA_EARLIER):
+        old = declaration(fedswa, "CPU")
+    assert "1000, 1001, 1002" in old.grid_rule and "5000, 5001, 5002" not in old.grid_rule
+    assert fedswa.CPU.grid_rule == old.grid_rule.replace("1000, 1001, 1002", "5000, 5001, 5002")
+    with pytest.raises(ValueError, match="does not name its tuning seeds"):
+        new_study(dataclasses.replace(old, grid_rule="every arm's lr"), 500, (5000, 5001, 5002), (5, 10), why="")

@@ -34,10 +34,11 @@ PAPERS = ("bherd", "fedbat", "fedswa", "gradma", "lfl")
 # declared before any GradMA record of 0.5.0); 0.5.1: 0.5.0's declarations for BHerd, FedBAT, GradMA and LFL, and for
 # FedSWA a new study on seeds no earlier version used, with looks 5, 10, 20, 40 (5, 10 at its 4x scale;
 # theory/empirical/fedswa.py, declared before any FedSWA record of 0.5.1). A paper module that changes a declaration
-# keeps the earlier one in its ``EARLIER[protocol]`` (read through :func:`declaration`), so that ``fedrepro claims --version V --no-run`` judges
-# V's records again under the declarations they were run with. A version bump that keeps the declarations adds itself
-# to ``PROTOCOLS`` (tests/test_claims_version.py checks that this code's version is listed); one that changes them
-# declares a new protocol. Another protocol's records would read as cells never run, so they are refused.
+# keeps the earlier one in its ``EARLIER[protocol]`` (read through :func:`declaration`), so that ``fedrepro claims
+# --version V --no-run`` judges V's records again under the declarations they were run with. A version bump that
+# keeps the declarations adds itself to ``PROTOCOLS`` (tests/test_claims_version.py checks that this code's version is
+# listed); one that changes them declares a new protocol. Another protocol's records would read as cells never run,
+# so they are refused.
 PROTOCOL = "0.5.1"
 # claims version -> the protocol its records were run under
 PROTOCOLS = {"0.4.0": "0.4.0", "0.5.0": "0.5.0", "0.5.1": "0.5.1"}

@@ -171,8 +171,7 @@ _WHY_STUDY = (" This version runs it as a new study, declared before any of its 
 
 def _study(sc: CpuScale, looks: tuple) -> CpuScale:
     """``sc`` as the 0.5.1 study runs it: fresh tuning and final seeds, ``looks`` up to its max_seeds."""
-    return new_study(sc, STUDY_SEEDS, STUDY_TUNE_SEEDS, looks, why=sc.why + _WHY_STUDY,
-                     grid_rule=sc.grid_rule.replace("1000, 1001, 1002", ", ".join(map(str, STUDY_TUNE_SEEDS))))
+    return new_study(sc, STUDY_SEEDS, STUDY_TUNE_SEEDS, looks, why=sc.why + _WHY_STUDY)
 
 
 CPU = _study(_CPU_040, STUDY_LOOKS)

@@ -201,8 +201,7 @@ PAPER_SCALE = new_study(
         "20, 40 on final seeds 300-339 and tunes every arm again on tuning seeds 3000-3002: no seed of it was used "
         "before, so its verdicts are an independent experiment's at the paper's error rate, and 0.4.0's runs are not "
         "pooled with it (0.4.0's verdicts stand as that report states them). A run costs 0.7 (FedAvg) to 6 (the "
-        "code's GradMA) CPU-minutes at 0.3.0's speed, about half that in 0.5.0.",
-    grid_rule=_GRID_RULE + ", ".join(map(str, STUDY_TUNE_SEEDS)))
+        "code's GradMA) CPU-minutes at 0.3.0's speed, about half that in 0.5.0.")
 
 CPU = PAPER_SCALE
 SCALES = (PAPER_SCALE,)

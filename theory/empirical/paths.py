@@ -108,9 +108,15 @@ def before_report(results_root, before: str | None, paper: str | None = None) ->
 def first_stage(results_root, paper: str) -> dict | None:
     """The first-stage claims report (report.json) of this version that judged ``paper``: the whole report, else
     the paper's partial one, under the results root, then under the committed results; None if there is none."""
-    for root in report_roots(results_root):
+    found = first_stage_file(results_root, paper)
+    return found[1] if found else None
+
+
+def first_stage_file(results_root, paper: str, committed: bool = True) -> tuple[Path, dict] | None:
+    """``first_stage``'s report as (its path, its contents); ``committed=False``: under the results root only."""
+    for root in report_roots(results_root) if committed else [Path(results_root)]:
         for path in report_files(root, version(), paper):
             data = json.loads(path.read_text())
             if any(c.get("paper") == paper for c in data.get("claims", [])):
-                return data
+                return path, data
     return None

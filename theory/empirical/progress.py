@@ -101,12 +101,10 @@ def finished_report(results_root, paper: str) -> Path | None:
     that root. None otherwise (a run into another root makes its own cells, whatever the committed report says)."""
     from . import paths
 
-    for path in paths.report_files(results_root, paths.version(), paper):
-        data = json.loads(path.read_text())
-        mine = [e for e in data.get("papers", []) if e.get("paper") == paper]
-        if mine and any(c.get("paper") == paper for c in data.get("claims", [])):
-            return None if any(e.get("under_way") for e in mine) else path
-    return None
+    found = paths.first_stage_file(results_root, paper, committed=False)
+    if found is None or any(e.get("under_way") for e in found[1].get("papers", []) if e.get("paper") == paper):
+        return None
+    return found[0]
 
 
 def earlier_versions(roots, this: str) -> list[tuple[str, Path]]:

@@ -325,17 +325,22 @@ def replication(scale: CpuScale, claims: list | None, cpu_minutes: float, why: s
         reductions=tuple(r for r in scale.reductions if r.what != "seeds") + (seeds,))
 
 
-def new_study(scale: CpuScale, seed_start: int, tune_seeds: tuple, looks: tuple, why: str, grid_rule: str) -> CpuScale:
+def new_study(scale: CpuScale, seed_start: int, tune_seeds: tuple, looks: tuple, why: str) -> CpuScale:
     """``scale``'s claims as a new study (a later protocol's, e.g. GradMA's in 0.5.0, FedSWA's in 0.5.1): every arm
     tuned again on ``tune_seeds`` and the final runs on fresh seeds ``seed_start``.. in ``looks`` (up to its
-    max_seeds), nothing else changed; ``why`` and ``grid_rule`` (which names the tuning seeds) replace the scale's."""
+    max_seeds), nothing else changed; ``why`` replaces the scale's, and its grid rule names the new tuning seeds where
+    it named the old ones (a rule that does not name them is refused: it would state the wrong seeds)."""
+    old, own = (", ".join(map(str, s)) for s in (scale.tune_seeds, tune_seeds))
+    if old not in scale.grid_rule:
+        raise ValueError(f"scale {scale.name}: its grid rule does not name its tuning seeds ({old}), so a new study "
+                         "cannot restate them")
     last = seed_start + looks[-1] - 1
     seeds = Reduction("seeds", next((r.paper for r in scale.reductions if r.what == "seeds"), "-"),
                       f"fresh paired seeds {seed_start}-{last} in looks {', '.join(map(str, looks))} (a new study: no "
-                      f"earlier version used them), tuned on tuning seeds {', '.join(map(str, tune_seeds))}", "more")
+                      f"earlier version used them), tuned on tuning seeds {own}", "more")
     return dataclasses.replace(
-        scale, why=why, grid_rule=grid_rule, tune_seeds=tuple(tune_seeds), seed_start=seed_start,
-        final_seeds=tuple(range(seed_start, seed_start + looks[0])), max_seeds=looks[-1],
+        scale, why=why, grid_rule=scale.grid_rule.replace(old, own), tune_seeds=tuple(tune_seeds),
+        seed_start=seed_start, final_seeds=tuple(range(seed_start, seed_start + looks[0])), max_seeds=looks[-1],
         reductions=tuple(r for r in scale.reductions if r.what != "seeds") + (seeds,))
 
 
